@@ -1,0 +1,1 @@
+"""The `arl` command: one module per group of subcommands, registered in main."""

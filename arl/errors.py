@@ -1,0 +1,5 @@
+"""The one exception type the CLI turns into a clear one-line error."""
+
+
+class ArlError(ValueError):
+    """Bad input from a user: an unknown name, an invalid value, a corrupt file."""
