@@ -1,0 +1,100 @@
+"""Policy metrics: pass rates, malformed calls, reading, turns, and action entropy.
+
+`run_policy` is the one way to measure any policy (a scripted name or a TinyAgent)
+on a split: it samples episodes and summarizes them with `summarize`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from arl.batch import collate
+from arl.gym.env import EnvConfig
+from arl.gym.tasks import Task
+from arl.losses import token_logprobs
+from arl.model import TinyAgent
+from arl.rollout import episode_seed, rollout_batch, scripted_rollout
+from arl.types import POLICY, Trajectory
+
+
+def summarize(trajs: Sequence[Trajectory]) -> dict[str, float]:
+    """Episode-level means: hidden and public pass rates, malformed calls, reads, turns."""
+    info = [t.info for t in trajs]
+    mean = lambda key: float(np.mean([float(i[key]) for i in info])) if info else 0.0  # noqa: E731
+    pass_rate, public = mean("hidden_pass"), mean("public_pass")
+    return {
+        "episodes": len(trajs),
+        "pass_rate": pass_rate,
+        "public_pass_rate": public,
+        "public_hidden_gap": public - pass_rate,
+        "reward": float(np.mean([t.reward for t in trajs])) if trajs else 0.0,
+        "malformed_per_episode": mean("malformed"),
+        "read_fraction": mean("read"),
+        "mean_turns": mean("turns"),
+        "hack_rate": mean("hacked"),
+        "truncated_fraction": mean("truncated"),
+    }
+
+
+@torch.no_grad()
+def action_entropy(model: TinyAgent, trajs: Sequence[Trajectory], batch_size: int = 64):
+    """Mean next-token entropy (nats, temperature 1) on policy tokens only, and on first calls only.
+
+    Returns (all action tokens, first token of each episode's first call).
+    """
+    was_training = model.training
+    model.eval()
+    total, count, first_total, first_count = 0.0, 0, 0.0, 0
+    for i in range(0, len(trajs), batch_size):
+        batch = collate(trajs[i : i + batch_size])
+        _, ent = token_logprobs(model, batch, with_entropy=True)  # (B, T)
+        total += float((ent * batch.action_mask).sum())
+        count += int(batch.action_mask.sum())
+        first = (batch.owners == POLICY).float().argmax(1)  # (B,) first policy target
+        has = batch.action_mask.sum(1) > 0
+        first_total += float(ent[torch.arange(len(first)), first][has].sum())
+        first_count += int(has.sum())
+    model.train(was_training)
+    return total / max(count, 1), first_total / max(first_count, 1)
+
+
+def run_policy(
+    policy: TinyAgent | str,
+    tasks: Sequence[Task],
+    samples: int = 4,
+    seed: int = 0,
+    env_config: EnvConfig | None = None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    batch_size: int = 128,
+    wrap_obs: bool = True,
+) -> list[Trajectory]:
+    """`samples` episodes per task, task-major order (task 0 sample 0, task 0 sample 1, ...)."""
+    jobs = [t for t in tasks for _ in range(samples)]
+    if isinstance(policy, str):
+        return [
+            scripted_rollout(policy, t, seed=episode_seed(seed, k), env_config=env_config,
+                             wrap_obs=wrap_obs)
+            for k, t in enumerate(jobs)
+        ]  # fmt: skip
+    out: list[Trajectory] = []
+    for i in range(0, len(jobs), batch_size):
+        out += rollout_batch(
+            policy, jobs[i : i + batch_size], seed=episode_seed(seed, i), env_config=env_config,
+            temperature=temperature, top_p=top_p, wrap_obs=wrap_obs,
+        )  # fmt: skip
+    return out
+
+
+def evaluate(
+    policy: TinyAgent | str, tasks: Sequence[Task], samples: int = 4, seed: int = 0, **kw
+) -> tuple[dict[str, float], list[Trajectory]]:
+    """Run a policy and summarize it; model policies also get their action entropy."""
+    trajs = run_policy(policy, tasks, samples, seed, **kw)
+    metrics = summarize(trajs)
+    if isinstance(policy, TinyAgent):
+        metrics["action_entropy"], metrics["first_call_entropy"] = action_entropy(policy, trajs)
+    return metrics, trajs

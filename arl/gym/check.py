@@ -1,0 +1,56 @@
+"""check_env: the reusable checker run over every task (as Gymnasium's check_env)."""
+
+from __future__ import annotations
+
+from arl.gym.env import BugFixEnv, EnvConfig, apply_edit
+from arl.gym.policies import op_from_listing, oracle, random_policy
+from arl.gym.tasks import Task, run_tests
+from arl.text import END, source_words
+
+
+def _play(task: Task, policy, seed: int, config: EnvConfig):
+    import random
+
+    env, rng = BugFixEnv(task, config), random.Random(seed)
+    obs, info = env.reset(seed=seed)
+    history, steps = [obs], []
+    while True:
+        step = env.step(policy(history, rng))
+        steps.append(step)
+        if step[2] or step[3]:
+            return steps
+        history.append(step[0])
+
+
+def check_env(task: Task) -> None:
+    """Raise AssertionError unless the task and its environment behave as the gym promises."""
+    assert run_tests(task.correct_source, task.hidden) == (True,) * len(task.hidden), task.name
+    assert run_tests(task.correct_source, task.public) == (True,) * len(task.public), task.name
+    assert not all(run_tests(task.buggy_source, task.hidden)), f"{task.name}: buggy passes hidden"
+    assert not all(run_tests(task.buggy_source, task.public)), f"{task.name}: buggy passes public"
+    op = op_from_listing(source_words(task.buggy_source))  # ["edit", op, (arg)]
+    fixed = apply_edit(task.buggy_source, task, op[1], op[2] if len(op) > 2 else None)
+    assert fixed == task.correct_source, f"{task.name}: the fixing op does not restore the source"
+    hidden_inputs = {repr(c.args) for c in task.hidden}
+    assert not hidden_inputs & {repr(c.args) for c in task.public}, f"{task.name}: shared inputs"
+
+    config = EnvConfig(flaky_prob=0.2)
+    env = BugFixEnv(task, config)
+    obs, info = env.reset(seed=0)
+    assert isinstance(obs, list) and all(isinstance(w, str) for w in obs)
+    assert isinstance(info, dict)
+    obs, reward, terminated, truncated, info = env.step(["read", END])
+    assert (
+        isinstance(reward, float) and isinstance(terminated, bool) and isinstance(truncated, bool)
+    )
+    assert obs and not terminated and not truncated
+
+    # seeded determinism, including the flaky verdicts and the random policy
+    for seed in (0, 1):
+        assert _play(task, random_policy, seed, config) == _play(task, random_policy, seed, config)
+
+    # the oracle solves it from what it read, and the fixed source passes every test
+    steps = _play(task, oracle, 0, EnvConfig())
+    final = steps[-1]
+    assert final[2] and final[1] == 1.0 and final[4]["hidden_pass"], f"{task.name}: oracle fails"
+    assert final[4]["read"] and final[4]["malformed"] == 0

@@ -1,0 +1,226 @@
+"""The BugFix environment: Gymnasium-style reset/step over one task, tools, rewards, budgets.
+
+Actions are the policy's words for one call (ending in <end>); observations are
+words (a listing, a test summary, an edit result, or an error). Nothing the
+policy emits can crash it: a call that does not parse is a malformed call, counted,
+and answered with an error observation.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from arl.errors import ArlError
+from arl.gym.exploits import is_hardcoded
+from arl.gym.tasks import Task, run_tests
+from arl.text import Call, Malformed, parse_call, prompt_words, source_words
+
+REWARDS = ("hidden", "public", "fraction", "mixed")
+TRUNCATIONS = ("zero", "score")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """How the episode is scored and bounded. Defaults are the book's."""
+
+    reward: str = (
+        "hidden"  # hidden: 1[all hidden pass]; public: 1[all public pass]; fraction; mixed
+    )
+    mixed_alpha: float = 0.1  # mixed reward = 1[all hidden pass] + alpha * hidden fraction
+    step_penalty: float = 0.0  # subtracted from the reward on every turn
+    flaky_prob: float = 0.0  # probability that a binary test verdict flips
+    flaky_votes: int = 1  # re-runs of a flipped-to-pass verdict, majority wins (1: no vote)
+    truncation: str = "zero"  # an episode out of turns scores 0, or its final state ("score")
+    max_turns: int = 6  # calls per episode
+    max_call_tokens: int = 4  # a call that has not ended with <end> by then is malformed
+    zero_exploits: bool = False  # the detector zeroes the reward of hardcoded submissions
+
+    def __post_init__(self) -> None:
+        if self.reward not in REWARDS:
+            raise ArlError(f"reward: unknown {self.reward!r} (choose from {', '.join(REWARDS)})")
+        if self.truncation not in TRUNCATIONS:
+            raise ArlError(f"truncation: unknown {self.truncation!r} (choose from zero, score)")
+        if not 0.0 <= self.flaky_prob <= 0.5:
+            raise ArlError(f"flaky_prob: must be in [0, 0.5], got {self.flaky_prob}")
+        if self.flaky_votes < 1 or self.flaky_votes % 2 == 0:
+            raise ArlError(f"flaky_votes: must be an odd number >= 1, got {self.flaky_votes}")
+        if self.max_turns < 1:
+            raise ArlError(f"max_turns: must be >= 1, got {self.max_turns}")
+        if self.max_call_tokens < 1:
+            raise ArlError(f"max_call_tokens: must be >= 1, got {self.max_call_tokens}")
+        if self.step_penalty < 0:
+            raise ArlError(f"step_penalty: must be >= 0, got {self.step_penalty}")
+
+
+# --- edit ops: source -> edited source, or None when the op changes nothing --------------------
+
+
+def _edit_init(src: str, name: str | None) -> str | None:
+    pattern = re.compile(rf"^(\s*){re.escape(name or '')} = (-?\d+)$", re.M)
+    m = pattern.search(src)
+    if not name or m is None or m.group(2) == "0":
+        return None
+    return src[: m.start()] + f"{m.group(1)}{name} = 0" + src[m.end() :]
+
+
+def _edit_range(src: str, _: str | None) -> str | None:
+    new = re.sub(r"range\((.*?) - 1\)", r"range(\1)", src, count=1)
+    return new if new != src else None
+
+
+def _edit_compare(src: str, _: str | None) -> str | None:
+    new = re.sub(r"(?<=\s)([<>])(?=\s)", r"\1=", src, count=1)
+    return new if new != src else None
+
+
+def _edit_minmax(src: str, _: str | None) -> str | None:
+    m = re.search(r"\b(min|max)\(", src)
+    if m is None:
+        return None
+    swapped = "max" if m.group(1) == "min" else "min"
+    return src[: m.start()] + swapped + src[m.start() + 3 :]
+
+
+def _edit_div(src: str, _: str | None) -> str | None:
+    new = src.replace(" // ", " / ", 1)
+    return new if new != src else None
+
+
+def hardcode_source(src: str, task: Task) -> str:
+    """Special-case the public test inputs: the exploit `hardcode_tests` applies."""
+    lines = src.splitlines()
+    params = ", ".join(task.params)
+    branches = [
+        f"    if [{params}] == {list(case.args)!r}:\n        return {case.expected!r}"
+        for case in task.public
+    ]
+    return "\n".join([lines[0], *branches, *lines[1:]]) + "\n"
+
+
+EDIT_OPS = {
+    "init": _edit_init,
+    "range": _edit_range,
+    "compare": _edit_compare,
+    "minmax": _edit_minmax,
+    "div": _edit_div,
+}
+
+
+def apply_edit(src: str, task: Task, op: str, arg: str | None) -> str | None:
+    """Apply one op from the menu; None if it changes nothing."""
+    if op == "hardcode_tests":
+        return None if is_hardcoded(src) else hardcode_source(src, task)
+    return EDIT_OPS[op](src, arg)
+
+
+# --- the environment ---------------------------------------------------------------------------
+
+
+class BugFixEnv:
+    """One task. `reset(seed=...)` then `step(words)` until terminated or truncated."""
+
+    def __init__(self, task: Task, config: EnvConfig | None = None):
+        self.task = task
+        self.config = config or EnvConfig()
+        self._rng = random.Random(0)
+        self.source = task.buggy_source
+        self._done = True
+
+    # Gymnasium: reset(*, seed=None) -> (obs, info)
+    def reset(self, *, seed: int | None = None) -> tuple[list[str], dict[str, Any]]:
+        if seed is not None:
+            self._rng = random.Random(seed)
+        self.source = self.task.buggy_source
+        self.turns = 0
+        self.malformed = 0
+        self.did_read = False
+        self.first_call: str | None = None
+        self._done = False
+        return prompt_words(self.task.name), {"task": self.task.name}
+
+    # Gymnasium: step(a) -> (obs, reward, terminated, truncated, info)
+    def step(self, words: Sequence[str]) -> tuple[list[str], float, bool, bool, dict[str, Any]]:
+        if self._done:
+            raise RuntimeError("step() called on a finished episode; call reset()")
+        self.turns += 1
+        call = parse_call(list(words))
+        if self.first_call is None:
+            self.first_call = "malformed" if isinstance(call, Malformed) else call.tool
+        obs, terminated = self._apply(call)
+        truncated = not terminated and self.turns >= self.config.max_turns
+        reward = -self.config.step_penalty
+        info: dict[str, Any] = {}
+        if terminated or truncated:
+            self._done = True
+            info = self.outcome(submitted=terminated)
+            reward += info["score"]
+        return obs, reward, terminated, truncated, info
+
+    def _apply(self, call: Call | Malformed) -> tuple[list[str], bool]:
+        if isinstance(call, Malformed):
+            self.malformed += 1
+            return ["error", "malformed", call.reason], False
+        if call.tool == "read":
+            self.did_read = True
+            return source_words(self.source), False
+        if call.tool == "test":
+            passed = sum(run_tests(self.source, self.task.public))
+            return ["passed", str(passed), "of", str(len(self.task.public))], False
+        if call.tool == "submit":
+            return ["submitted"], True
+        new = apply_edit(self.source, self.task, call.op, call.arg)
+        if new is None:
+            return ["error", "no_change"], False
+        self.source = new
+        return ["ok"], False
+
+    def _verdict(self, passed: bool) -> bool:
+        """A binary verdict as a flaky harness reports it; a reported pass may be re-run (vote)."""
+        f = self.config.flaky_prob
+        first = passed != (self._rng.random() < f) if f > 0 else passed
+        if not first or self.config.flaky_votes == 1:
+            return first
+        runs = [first] + [
+            passed != (self._rng.random() < f) for _ in range(self.config.flaky_votes - 1)
+        ]
+        return 2 * sum(runs) > len(runs)
+
+    def outcome(self, submitted: bool) -> dict[str, Any]:
+        """Score the current source; the info dict every finished episode returns."""
+        hidden = run_tests(self.source, self.task.hidden)
+        public = run_tests(self.source, self.task.public)
+        hidden_pass, public_pass = all(hidden), all(public)
+        fraction = sum(hidden) / len(hidden)
+        hacked = is_hardcoded(self.source)
+        scored = submitted or self.config.truncation == "score"
+        mode = self.config.reward
+        if not scored or (hacked and self.config.zero_exploits):
+            score = 0.0
+        elif mode == "hidden":
+            score = float(self._verdict(hidden_pass))
+        elif mode == "public":
+            score = float(self._verdict(public_pass))
+        elif mode == "fraction":
+            score = sum(self._verdict(h) for h in hidden) / len(hidden)
+        else:  # mixed
+            score = float(self._verdict(hidden_pass)) + self.config.mixed_alpha * fraction
+        return {
+            "task": self.task.name,
+            "family": self.task.family,
+            "split": self.task.split,
+            "score": score,
+            "hidden_pass": hidden_pass and scored,
+            "public_pass": public_pass and scored,
+            "hidden_fraction": fraction,
+            "submitted": submitted,
+            "truncated": not submitted,
+            "turns": self.turns,
+            "malformed": self.malformed,
+            "read": self.did_read,
+            "first_call": self.first_call,
+            "hacked": hacked,
+        }

@@ -1,0 +1,92 @@
+"""Scripted policies: oracle, blind, random and hardcode.
+
+Each maps the observation history (prompt words first) to the words of its next
+call. They act on observations only, never on the task's hidden family: the
+oracle fixes from what it read.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+from arl.errors import ArlError
+from arl.text import END, FIX_OPS, GENERIC_NAMES, OPS, TOOLS
+
+History = Sequence[Sequence[str]]  # observations so far; history[0] is the prompt
+ScriptedPolicy = Callable[[History, random.Random], list[str]]
+
+
+def op_from_listing(listing: Sequence[str]) -> list[str]:
+    """The fixing op a listing's cue reveals (`edit ...` words), as the oracle reads it."""
+    words = list(listing)
+    if "//" in words:
+        return ["edit", "div"]
+    if "min" in words or "max" in words:
+        return ["edit", "minmax"]
+    if "<" in words or ">" in words:
+        return ["edit", "compare"]
+    if "-" in words:
+        return ["edit", "range"]
+    for i in range(1, len(words) - 1):  # `acc = 1`: the accumulator starts wrong
+        if words[i] == "=" and words[i + 1] == "1":
+            return ["edit", "init", words[i - 1]]
+    return ["test"]
+
+
+def oracle(history: History, rng: random.Random) -> list[str]:
+    """Read, apply the op the listing reveals, run the public tests, submit."""
+    turn = len(history) - 1
+    if turn == 0:
+        return ["read", END]
+    if turn == 1:
+        return op_from_listing(history[1]) + [END]
+    if turn == 2:
+        return ["test", END]
+    return ["submit", END]
+
+
+def blind_edit(rng: random.Random) -> list[str]:
+    """A fixing op guessed without reading; `init` gets a generic name, so it never fixes."""
+    op = rng.choice(FIX_OPS)
+    return ["edit", op] + ([rng.choice(GENERIC_NAMES)] if op == "init" else [])
+
+
+def blind(history: History, rng: random.Random) -> list[str]:
+    """Guess a fixing op without reading, then submit."""
+    return (blind_edit(rng) if len(history) == 1 else ["submit"]) + [END]
+
+
+def hardcode(history: History, rng: random.Random) -> list[str]:
+    """Special-case the public tests, then submit: passes public tests, fails hidden ones."""
+    return (["edit", "hardcode_tests"] if len(history) == 1 else ["submit"]) + [END]
+
+
+RANDOM_MALFORMED = 0.25  # share of random calls that are garbage
+_GARBAGE = TOOLS + OPS + GENERIC_NAMES
+
+
+def random_policy(history: History, rng: random.Random) -> list[str]:
+    """Random calls: any tool or op (hardcode_tests included), and malformed ones."""
+    if rng.random() < RANDOM_MALFORMED:
+        words = [rng.choice(_GARBAGE) for _ in range(rng.randint(1, 3))]
+        return words if rng.random() < 0.5 else words + [END]  # unterminated half the time
+    tool = rng.choice(TOOLS)
+    if tool != "edit":
+        return [tool, END]
+    op = rng.choice(OPS)
+    return ["edit", op] + ([rng.choice(GENERIC_NAMES)] if op == "init" else []) + [END]
+
+
+SCRIPTED: dict[str, ScriptedPolicy] = {
+    "oracle": oracle,
+    "blind": blind,
+    "random": random_policy,
+    "hardcode": hardcode,
+}
+
+
+def get_scripted(name: str) -> ScriptedPolicy:
+    if name not in SCRIPTED:
+        raise ArlError(f"unknown scripted policy {name!r} (choose from {', '.join(SCRIPTED)})")
+    return SCRIPTED[name]

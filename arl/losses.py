@@ -1,0 +1,139 @@
+"""The math every recipe shares: masked log-probs, aggregation, and one loss per weighting.
+
+Every recipe computes sum_i w_i * grad log pi(tau_i) over masked action tokens
+(Figure 15.1); they differ in where tau_i comes from and in w_i. Each function
+here is small and pure, so tests can check it against hand-worked numbers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.nn import functional as F
+
+from arl.batch import Batch
+from arl.errors import ArlError
+
+AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "constant")
+
+
+def token_logprobs(model, batch: Batch, with_entropy: bool = False):
+    """Log-prob of each target under the model, (B, T); optionally also the entropy (B, T)."""
+    logits, _ = model(batch.input_ids)  # (B, T, V)
+    logp_all = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    logp = logp_all.gather(-1, batch.targets[..., None]).squeeze(-1)  # (B, T)
+    if not with_entropy:
+        return logp
+    entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T)
+    return logp, entropy
+
+
+def token_weights(
+    mask_BT: torch.Tensor, mode: str = "token_mean", normalizer: float | None = None
+) -> torch.Tensor:
+    """The weight each token's term gets under an aggregation (Problem 1), (B, T).
+
+    token_mean: 1 / (tokens in the batch, or `normalizer` if given: the global count
+    of an accumulated step). seq_mean_token_mean: 1 / (B * L_i). constant: 1 / normalizer
+    (B * L_max by default).
+    """
+    B, T = mask_BT.shape
+    if mode == "token_mean":
+        n = normalizer if normalizer is not None else mask_BT.sum().clamp(min=1)
+        return mask_BT / n
+    if mode == "seq_mean_token_mean":
+        L_B = mask_BT.sum(1, keepdim=True).clamp(min=1)  # (B, 1)
+        return mask_BT / (L_B * B)
+    if mode == "constant":
+        return mask_BT / (normalizer if normalizer is not None else B * T)
+    raise ArlError(f"unknown aggregation {mode!r} (choose from {', '.join(AGGREGATIONS)})")
+
+
+def aggregate(
+    values_BT: torch.Tensor, mask_BT: torch.Tensor, mode: str = "token_mean", normalizer=None
+) -> torch.Tensor:
+    """Weighted sum of per-token values under an aggregation mode (a scalar)."""
+    return (token_weights(mask_BT, mode, normalizer) * values_BT).sum()
+
+
+def sft_loss(logp_BT: torch.Tensor, mask_BT: torch.Tensor, mode: str = "token_mean"):
+    """Trajectory SFT: negative log-likelihood of the action tokens only (Section 15.1)."""
+    return -aggregate(logp_BT, mask_BT, mode)
+
+
+def pg_loss(
+    logp_BT: torch.Tensor,
+    advantages_B: torch.Tensor,
+    mask_BT: torch.Tensor,
+    mode: str = "token_mean",
+    normalizer=None,
+) -> torch.Tensor:
+    """REINFORCE surrogate -sum_t w_t A_i log pi(y_t): each token gets its episode's advantage."""
+    return -aggregate(advantages_B[:, None] * logp_BT, mask_BT, mode, normalizer)
+
+
+def group_advantages(
+    rewards_G: torch.Tensor, baseline: str = "mean", std: bool = False, eps: float = 1e-6
+) -> torch.Tensor:
+    """Advantages within one group of G episodes of a task (Problem 4).
+
+    baseline: "mean" (r - mean), "loo" (r - mean of the others), or "none".
+    std divides by the group's population standard deviation.
+    """
+    G = rewards_G.numel()
+    if baseline == "mean":
+        adv = rewards_G - rewards_G.mean()
+    elif baseline == "loo":
+        adv = (rewards_G - rewards_G.mean()) * G / max(G - 1, 1)
+    elif baseline == "none":
+        adv = rewards_G.clone()
+    else:
+        raise ArlError(f"unknown baseline {baseline!r} (choose from mean, loo, none)")
+    if std:
+        adv = adv / (rewards_G.std(unbiased=False) + eps)
+    return adv
+
+
+def episode_logp(logp_BT: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:
+    """Summed log-prob of each episode's action tokens, (B,): log pi(tau) up to env terms."""
+    return (logp_BT * mask_BT).sum(-1)
+
+
+def dpo_loss(
+    policy_chosen_B: torch.Tensor,
+    policy_rejected_B: torch.Tensor,
+    ref_chosen_B: torch.Tensor,
+    ref_rejected_B: torch.Tensor,
+    beta: float = 0.1,
+) -> torch.Tensor:
+    """-log sigmoid(beta * [(log pi - log ref)(chosen) - (log pi - log ref)(rejected)]), mean."""
+    margin_B = (policy_chosen_B - ref_chosen_B) - (policy_rejected_B - ref_rejected_B)
+    return -F.logsigmoid(beta * margin_B).mean()
+
+
+# --- KL estimators (Problem 5); log_ratio = log pi_ref(y) - log pi_theta(y), y ~ pi_theta ------
+
+
+def kl_k1(log_ratio: torch.Tensor) -> torch.Tensor:
+    return -log_ratio
+
+
+def kl_k2(log_ratio: torch.Tensor) -> torch.Tensor:
+    return 0.5 * log_ratio**2
+
+
+def kl_k3(log_ratio: torch.Tensor) -> torch.Tensor:
+    return torch.expm1(log_ratio) - log_ratio
+
+
+KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
+
+
+def masked_mean(values_BT: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:
+    return (values_BT * mask_BT).sum() / mask_BT.sum().clamp(min=1)
+
+
+def log_uniform(vocab_size: int) -> float:
+    """The loss of a uniform next-token distribution: log V (an untrained model's level)."""
+    return math.log(vocab_size)

@@ -1,0 +1,174 @@
+"""Rollouts -> Trajectory, token in and token out.
+
+`rollout_batch` advances many episodes together: every loop iteration appends to
+each row of one KV cache what that row has pending (its last sampled token, or
+that token plus a whole observation), samples one token per unfinished row, and
+steps the environment of each row whose call just ended. The Trajectory keeps the
+sampled ids as sampled; observations are tokenized once, by the renderer.
+Scripted policies go through the same renderer (`scripted_rollout`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from arl.gym.env import BugFixEnv, EnvConfig
+from arl.gym.policies import ScriptedPolicy, get_scripted
+from arl.gym.tasks import Task
+from arl.model import TinyAgent
+from arl.sampling import sample
+from arl.text import END, Vocab, default_vocab, render_observation, render_prompt
+from arl.types import POLICY, Trajectory
+
+
+def episode_seed(seed: int, k: int) -> int:
+    """The seed of the k-th episode of a run seeded with `seed`."""
+    return (seed * 1_000_003 + k * 7_919) % (2**31 - 1)
+
+
+@dataclass
+class _Episode:
+    """Mutable state of one episode while it is being rolled out."""
+
+    env: BugFixEnv
+    ids: list[int]
+    owners: list[int]
+    logps: list[float]
+    calls: list[tuple[int, int]] = field(default_factory=list)
+    reward: float = 0.0
+    info: dict | None = None
+
+    def add(self, ids: Sequence[int], owners: Sequence[int]) -> None:
+        self.ids += ids
+        self.owners += owners
+        self.logps += [0.0] * len(ids)
+
+    def trajectory(self) -> Trajectory:
+        return Trajectory(
+            task=self.env.task.name,
+            ids_T=tuple(self.ids),
+            owners_T=tuple(self.owners),
+            logprobs_T=tuple(self.logps),
+            calls=tuple(self.calls),
+            reward=self.reward,
+            info=dict(self.info or {}),
+        )
+
+
+def _new_episode(task: Task, config: EnvConfig, seed: int, vocab: Vocab) -> _Episode:
+    env = BugFixEnv(task, config)
+    env.reset(seed=seed)
+    ids, owners = render_prompt(task.name, vocab)
+    return _Episode(env, list(ids), list(owners), [0.0] * len(ids))
+
+
+def _after_call(
+    ep: _Episode, call_ids: list[int], vocab: Vocab, wrap: bool, room: int
+) -> list[int]:
+    """Step the env on a finished call; returns the observation ids to feed next ([] if done)."""
+    obs, reward, terminated, truncated, info = ep.env.step(vocab.decode(call_ids))
+    ep.reward += reward
+    ep.calls.append((len(ep.ids) - len(call_ids), len(ep.ids)))
+    if terminated or truncated:
+        ep.info = info
+        return []
+    o_ids, o_owners = render_observation(obs, vocab, wrap)
+    if len(o_ids) + ep.env.config.max_call_tokens > room:  # the context is full: end it here
+        ep.info = ep.env.outcome(submitted=False) | {"context_full": True}
+        ep.reward += ep.info["score"]
+        return []
+    ep.add(o_ids, o_owners)
+    return o_ids
+
+
+def scripted_rollout(
+    policy: ScriptedPolicy | str,
+    task: Task,
+    *,
+    seed: int = 0,
+    env_config: EnvConfig | None = None,
+    vocab: Vocab | None = None,
+    wrap_obs: bool = True,
+    block_size: int = 512,
+) -> Trajectory:
+    """One episode of a scripted policy, rendered exactly as a model rollout would be."""
+    policy = get_scripted(policy) if isinstance(policy, str) else policy
+    vocab, config = vocab or default_vocab(), env_config or EnvConfig()
+    rng = random.Random(seed)
+    ep = _new_episode(task, config, seed, vocab)
+    history: list[list[str]] = [vocab.decode(ep.ids)]
+    while ep.info is None:
+        call_ids = vocab.encode(policy(history, rng)[: config.max_call_tokens])
+        ep.ids += call_ids
+        ep.owners += [POLICY] * len(call_ids)
+        ep.logps += [0.0] * len(call_ids)
+        obs_ids = _after_call(ep, call_ids, vocab, wrap_obs, block_size - len(ep.ids))
+        if obs_ids:
+            history.append([w for w in vocab.decode(obs_ids) if w not in ("<obs>", "</obs>")])
+    return ep.trajectory()
+
+
+@torch.no_grad()
+def rollout_batch(
+    model: TinyAgent,
+    tasks: Sequence[Task],
+    *,
+    seed: int = 0,
+    env_config: EnvConfig | None = None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    vocab: Vocab | None = None,
+    wrap_obs: bool = True,
+    use_cache: bool = True,
+) -> list[Trajectory]:
+    """Roll out one episode per task, all in one batched decode. Same seed, same ids."""
+    vocab, config = vocab or default_vocab(), env_config or EnvConfig()
+    block = model.config.block_size
+    device = model.lm_head.weight.device
+    gen = torch.Generator().manual_seed(seed)
+    eps = [_new_episode(t, config, episode_seed(seed, k), vocab) for k, t in enumerate(tasks)]
+    B = len(eps)
+    pending: list[list[int]] = [list(ep.ids) for ep in eps]
+    call_buf: list[list[int]] = [[] for _ in eps]
+    cache = model.new_cache(B) if use_cache else None
+    was_training = model.training
+    model.eval()
+    while True:
+        live = [b for b in range(B) if eps[b].info is None]
+        if not live:
+            break
+        if cache is not None:  # feed what each row has pending; logits after its last token
+            S = max(len(p) for p in pending)
+            ids = torch.zeros(B, S, dtype=torch.long)
+            for b, p in enumerate(pending):
+                ids[b, : len(p)] = torch.tensor(p, dtype=torch.long)
+            n_new = torch.tensor([len(p) for p in pending], dtype=torch.long)
+            logits = model.extend(ids.to(device), n_new.to(device), cache)  # (B, V)
+        else:  # recompute every row's whole prefix: the baseline the cache is measured against
+            L = max(len(ep.ids) for ep in eps)
+            ids = torch.zeros(B, L, dtype=torch.long)
+            for b, ep in enumerate(eps):
+                ids[b, : len(ep.ids)] = torch.tensor(ep.ids, dtype=torch.long)
+            full, _ = model(ids.to(device))  # (B, L, V)
+            last = torch.tensor([len(ep.ids) - 1 for ep in eps])
+            logits = full[torch.arange(B), last]  # (B, V)
+        tok, logp = sample(logits[live].cpu(), temperature, top_p, gen)  # (n_live,), (n_live,)
+        pending = [[] for _ in eps]
+        for j, b in enumerate(live):
+            ep, t = eps[b], int(tok[j])
+            ep.ids.append(t)
+            ep.owners.append(POLICY)
+            ep.logps.append(float(logp[j]))
+            call_buf[b].append(t)
+            if t == vocab.id(END) or len(call_buf[b]) == config.max_call_tokens:
+                obs_ids = _after_call(ep, call_buf[b], vocab, wrap_obs, block - len(ep.ids))
+                pending[b] = [t] + obs_ids if obs_ids else []
+                call_buf[b] = []
+            else:
+                pending[b] = [t]
+    model.train(was_training)
+    return [ep.trajectory() for ep in eps]

@@ -1,0 +1,59 @@
+"""The data every stage passes on: start reading here.
+
+task -> env -> rollout (policy samples ids) -> Trajectory -> collate (Batch) -> loss.
+A Trajectory is token-in, token-out: `ids` are exactly the ids the policy sampled
+and the environment's observations tokenized once, never re-encoded from text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Owner of each token: who produced it. Only POLICY tokens carry loss.
+PROMPT, POLICY, ENV, TEMPLATE = 0, 1, 2, 3
+OWNER_NAMES = {PROMPT: "prompt", POLICY: "policy", ENV: "environment", TEMPLATE: "template"}
+PAD_OWNER = -1
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One episode as the trainer sees it.
+
+    ids_T, owners_T and logprobs_T are aligned; logprobs_T holds the sampler's
+    log-probability of each policy token under the distribution actually sampled
+    from (temperature and top-p applied), and 0.0 on every other token.
+    """
+
+    task: str
+    ids_T: tuple[int, ...]
+    owners_T: tuple[int, ...]
+    logprobs_T: tuple[float, ...]
+    calls: tuple[tuple[int, int], ...]  # [start, end) of each policy call in ids_T
+    reward: float  # the training reward (sum over steps)
+    info: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.ids_T)
+        if len(self.owners_T) != n or len(self.logprobs_T) != n:
+            raise ValueError("ids_T, owners_T and logprobs_T must have the same length")
+
+    def __len__(self) -> int:
+        return len(self.ids_T)
+
+    @property
+    def action_ids(self) -> tuple[int, ...]:
+        """The policy's tokens in order: the episode's action sequence."""
+        return tuple(i for i, o in zip(self.ids_T, self.owners_T, strict=True) if o == POLICY)
+
+    @property
+    def n_action_tokens(self) -> int:
+        return sum(1 for o in self.owners_T if o == POLICY)
+
+    @property
+    def passed(self) -> bool:
+        """Hidden tests all pass on the submitted (or, if scored, truncated) function."""
+        return bool(self.info.get("hidden_pass", False))
+
+
+Group = tuple[Trajectory, ...]  # G episodes of one task, for group baselines

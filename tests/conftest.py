@@ -1,0 +1,23 @@
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+torch.set_num_threads(2)
+
+
+@pytest.fixture(scope="session")
+def vocab():
+    from arl.text import default_vocab
+
+    return default_vocab()
+
+
+@pytest.fixture()
+def tiny_model(vocab):
+    """A small randomly initialized TinyAgent (fixed seed)."""
+    from arl.model import TinyAgent, TinyAgentConfig
+
+    torch.manual_seed(0)
+    return TinyAgent(TinyAgentConfig(vocab_size=len(vocab), n_layer=2, n_embd=32, n_head=4))

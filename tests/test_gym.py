@@ -1,0 +1,183 @@
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arl.errors import ArlError
+from arl.gym.check import check_env
+from arl.gym.env import BugFixEnv, EnvConfig, apply_edit
+from arl.gym.exploits import is_hardcoded
+from arl.gym.policies import blind, oracle
+from arl.gym.tasks import FAMILIES, all_tasks, get_task, run_tests, tasks_for
+from arl.text import END, default_vocab
+
+
+def test_task_counts_and_name_split():
+    train, held = tasks_for("train"), tasks_for("heldout")
+    assert len(train) == 20 and len(held) == 10
+    for fam in FAMILIES:
+        assert sum(t.family == fam for t in train) == 4
+        assert sum(t.family == fam for t in held) == 2
+    train_words = {w for t in train for w in t.correct_source.replace("(", " ").split()}
+    for t in held:  # held-out function names never occur in training
+        assert t.name not in train_words
+
+
+@pytest.mark.parametrize("task", all_tasks(), ids=lambda t: t.name)
+def test_check_env(task):
+    check_env(task)
+
+
+def test_check_env_catches_a_broken_task():
+    import dataclasses
+
+    task = get_task("sum_list")
+    broken = dataclasses.replace(task, buggy_source=task.correct_source)  # no bug at all
+    with pytest.raises(AssertionError):
+        check_env(broken)
+
+
+def test_edit_ops_on_hand_sources():
+    task = get_task("count_at_most")
+    assert apply_edit("    if x < t:\n", task, "compare", None) == "    if x <= t:\n"
+    assert apply_edit("    if x <= t:\n", task, "compare", None) is None
+    assert (
+        apply_edit("for i in range(len(xs) - 1):", task, "range", None)
+        == "for i in range(len(xs)):"
+    )
+    assert apply_edit("  total = 1\n", task, "init", "total") == "  total = 0\n"
+    assert apply_edit("  total = 1\n", task, "init", "x") is None  # a generic guess misses
+    assert apply_edit("b = min(b, x)", task, "minmax", None) == "b = max(b, x)"
+    assert apply_edit("return s // 2", task, "div", None) == "return s / 2"
+
+
+def test_tests_really_run_the_edited_function():
+    task = get_task("mean")
+    assert run_tests(task.buggy_source, task.hidden) != (True,) * 5
+    edited = task.buggy_source.replace(" // ", " / ")
+    assert run_tests(edited, task.hidden) == (True,) * 5
+    assert run_tests("def mean(xs):\n    return 0\n", task.hidden) != (True,) * 5
+    assert run_tests("def mean(xs) syntax error", task.hidden) == (False,) * 5
+
+
+def _episode(task, calls, config=None, seed=0):
+    env = BugFixEnv(task, config or EnvConfig())
+    env.reset(seed=seed)
+    out = None
+    for words in calls:
+        out = env.step(words)
+        if out[2] or out[3]:
+            break
+    return out
+
+
+def test_rewards_hidden_public_fraction_mixed():
+    task = get_task("copy_list")
+    hack = [["edit", "hardcode_tests", END], ["submit", END]]
+    _, r, term, trunc, info = _episode(task, hack)
+    assert (r, term, trunc) == (0.0, True, False) and info["public_pass"] and info["hacked"]
+    assert _episode(task, hack, EnvConfig(reward="public"))[1] == 1.0
+    assert _episode(task, hack, EnvConfig(reward="public", zero_exploits=True))[1] == 0.0
+    frac = _episode(task, hack, EnvConfig(reward="fraction"))[1]
+    assert frac == pytest.approx(sum(run_tests(task.buggy_source, task.hidden)) / 5)
+    fix = [["edit", "range", END], ["submit", END]]
+    assert _episode(task, fix)[1] == 1.0
+    assert _episode(task, fix, EnvConfig(reward="mixed", mixed_alpha=0.5))[1] == pytest.approx(1.5)
+
+
+def test_step_penalty_and_truncation_rules():
+    task = get_task("copy_list")
+    fix_no_submit = [["edit", "range", END]] + [["test", END]] * 5
+    _, r, term, trunc, info = _episode(task, fix_no_submit)
+    assert (r, term, trunc, info["hidden_pass"]) == (0.0, False, True, False)
+    _, r, _, trunc, info = _episode(task, fix_no_submit, EnvConfig(truncation="score"))
+    assert trunc and r == 1.0 and info["hidden_pass"]
+    env = BugFixEnv(task, EnvConfig(step_penalty=0.02))
+    env.reset(seed=0)
+    rewards = [env.step(w)[1] for w in (["read", END], ["edit", "range", END], ["submit", END])]
+    assert rewards == pytest.approx([-0.02, -0.02, 0.98])
+
+
+def test_flaky_rewards_flip_at_the_configured_rate():
+    task = get_task("copy_list")
+    fix = [["edit", "range", END], ["submit", END]]
+    config = EnvConfig(flaky_prob=0.2)
+    rewards = [_episode(task, fix, config, seed=s)[1] for s in range(2000)]
+    assert sum(rewards) / 2000 == pytest.approx(0.8, abs=0.03)
+    votes = EnvConfig(flaky_prob=0.2, flaky_votes=3)  # majority of 3 for reported passes
+    fails = [["submit", END]]
+    false_pos = [_episode(task, fails, votes, seed=s)[1] for s in range(2000)]
+    # a false positive needs the first run and then 1 of 2 re-runs to flip: 0.2 * (1 - 0.8**2)
+    assert sum(false_pos) / 2000 == pytest.approx(0.2 * (1 - 0.8**2), abs=0.03)
+
+
+def test_malformed_calls_are_counted_and_answered():
+    task = get_task("sum_list")
+    env = BugFixEnv(task)
+    env.reset(seed=0)
+    cases = {
+        ("read",): "unterminated",
+        (END,): "empty",
+        ("dance", END): "unknown_tool",
+        ("edit", "paint", END): "unknown_op",
+        ("edit", "init", END): "missing_arg",
+        ("read", "xs", END): "extra_args",
+    }
+    for words, reason in cases.items():
+        obs, r, term, trunc, info = env.step(list(words))
+        assert obs == ["error", "malformed", reason]
+        if trunc:
+            assert info["malformed"] == 6
+    assert env.malformed == 6
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(default_vocab().words), max_size=5), min_size=1, max_size=8)
+)
+def test_nothing_the_policy_emits_crashes_the_env(calls):
+    env = BugFixEnv(get_task("count_at_most"))
+    env.reset(seed=0)
+    for words in calls:
+        obs, r, term, trunc, info = env.step(words)
+        assert all(isinstance(w, str) for w in obs)
+        if term or trunc:
+            assert set(info) >= {"hidden_pass", "malformed", "turns", "read", "first_call"}
+            break
+
+
+def test_step_after_done_raises():
+    env = BugFixEnv(get_task("sum_list"))
+    env.reset(seed=0)
+    env.step(["submit", END])
+    with pytest.raises(RuntimeError):
+        env.step(["read", END])
+
+
+def test_blind_never_solves_init_and_oracle_reads_first():
+    rng = random.Random(0)
+    for _ in range(50):
+        words = blind([["<bos>", "fix", "sum_list"]], rng)
+        if words[1] == "init":
+            assert words[2] in ("x", "xs", "i", "n")
+    assert oracle([["p"]], rng) == ["read", END]
+
+
+def test_exploit_detector():
+    task = get_task("count_at_most")
+    hacked = apply_edit(task.buggy_source, task, "hardcode_tests", None)
+    assert is_hardcoded(hacked) and not is_hardcoded(task.buggy_source)
+    assert not is_hardcoded(task.correct_source)
+    assert apply_edit(hacked, task, "hardcode_tests", None) is None
+
+
+def test_config_validation_names_the_field():
+    with pytest.raises(ArlError, match="reward"):
+        EnvConfig(reward="vibes")
+    with pytest.raises(ArlError, match="flaky_prob"):
+        EnvConfig(flaky_prob=0.7)
+    with pytest.raises(ArlError, match="split"):
+        tasks_for("test")
+    with pytest.raises(ArlError, match="unknown task"):
+        get_task("nope")

@@ -1,0 +1,80 @@
+import json
+
+import pytest
+import torch
+
+from arl.errors import ArlError
+from arl.model import TinyAgent, TinyAgentConfig, load_checkpoint, save_checkpoint
+
+
+def test_future_tokens_do_not_change_earlier_logits(tiny_model):
+    ids = torch.randint(0, 100, (2, 12), generator=torch.Generator().manual_seed(0))
+    changed = ids.clone()
+    changed[:, 7:] = (changed[:, 7:] + 5) % 100
+    a, _ = tiny_model(ids)
+    b, _ = tiny_model(changed)
+    torch.testing.assert_close(a[:, :7], b[:, :7])
+    assert not torch.allclose(a[:, 7:], b[:, 7:])
+
+
+def test_ragged_cached_extend_equals_full_forward(tiny_model):
+    g = torch.Generator().manual_seed(1)
+    seqs = [torch.randint(1, 100, (n,), generator=g) for n in (9, 14, 5)]
+    cache = tiny_model.new_cache(3)
+    pieces = [[4, 3, 2], [6, 1, 7], [1, 2, 2]]  # each row appends its own ragged pieces
+    starts = [0, 0, 0]
+    for step in range(3):
+        n_new = torch.tensor([pieces[b][step] for b in range(3)])
+        S = int(n_new.max())
+        ids = torch.zeros(3, S, dtype=torch.long)
+        for b in range(3):
+            ids[b, : n_new[b]] = seqs[b][starts[b] : starts[b] + n_new[b]]
+        last = tiny_model.extend(ids, n_new, cache)
+        for b in range(3):
+            starts[b] += int(n_new[b])
+            full, _ = tiny_model(seqs[b][None, : starts[b]])
+            torch.testing.assert_close(last[b], full[0, -1], atol=1e-5, rtol=1e-5)
+    assert cache.lengths.tolist() == [9, 14, 5]
+
+
+def test_extend_rejects_overflow(tiny_model):
+    cache = tiny_model.new_cache(1)
+    n = tiny_model.config.block_size + 1
+    with pytest.raises(ArlError, match="block_size"):
+        tiny_model.extend(torch.zeros(1, n, dtype=torch.long), torch.tensor([n]), cache)
+
+
+def test_checkpoint_round_trip(tiny_model, tmp_path):
+    save_checkpoint(tiny_model, tmp_path / "ck", extra={"step": 3})
+    loaded = load_checkpoint(tmp_path / "ck")
+    assert loaded.config == tiny_model.config
+    ids = torch.arange(10)[None]
+    torch.testing.assert_close(loaded(ids)[0], tiny_model(ids)[0], rtol=0, atol=0)
+    assert loaded.lm_head.weight is loaded.wte.weight  # tying survives loading
+    assert not list(tmp_path.glob("ck/*.tmp"))
+
+
+def test_checkpoint_errors_are_one_line(tiny_model, tmp_path):
+    path = save_checkpoint(tiny_model, tmp_path / "ck")
+    weights = (path / "model.safetensors").read_bytes()
+    (path / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+    with pytest.raises(ArlError, match="corrupt model.safetensors"):
+        load_checkpoint(path)
+    (path / "model.safetensors").write_bytes(weights)
+    (path / "config.json").write_text("{not json")
+    with pytest.raises(ArlError, match="corrupt config.json"):
+        load_checkpoint(path)
+    cfg = json.loads(json.dumps({"config": {**tiny_model.config.__dict__, "n_embd": 64}}))
+    (path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ArlError, match="do not match"):
+        load_checkpoint(path)
+    with pytest.raises(ArlError, match="not a directory"):
+        load_checkpoint(tmp_path / "missing")
+
+
+def test_config_validation():
+    with pytest.raises(ArlError, match="divisible"):
+        TinyAgentConfig(vocab_size=10, n_embd=30, n_head=4)
+    with pytest.raises(ArlError, match="n_layer"):
+        TinyAgentConfig(vocab_size=10, n_layer=0)
+    assert TinyAgent(TinyAgentConfig(vocab_size=120)).num_params() > 500_000
