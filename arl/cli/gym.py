@@ -1,0 +1,197 @@
+"""Subcommands on the gym: `arl eval`, `arl show`, `arl tokens`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from arl.errors import ArlError
+from arl.gym.policies import SCRIPTED
+from arl.gym.tasks import SPLITS, get_task, tasks_for
+from arl.model import TinyAgent, TinyAgentConfig, load_checkpoint
+from arl.text import default_vocab
+from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE
+
+POLICY_HELP = f"{', '.join(SCRIPTED)}, untrained, or a checkpoint directory"
+OWNER_STYLE = {PROMPT: "bold magenta", POLICY: "bold green", ENV: "cyan", TEMPLATE: "dim"}
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def unit_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
+def nonneg_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def resolve_policy(spec: str, seed: int = 0) -> TinyAgent | str:
+    """A scripted policy's name, `untrained` (a seeded random TinyAgent), or a checkpoint path."""
+    if spec in SCRIPTED:
+        return spec
+    if spec == "untrained":
+        torch.manual_seed(seed)
+        return TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab())))
+    if Path(spec).exists():
+        model = load_checkpoint(spec)
+        if model.config.vocab_size != len(default_vocab()):
+            raise ArlError(f"checkpoint {spec}: vocabulary size {model.config.vocab_size} "
+                           f"does not match the gym's {len(default_vocab())}")  # fmt: skip
+        return model
+    raise ArlError(f"unknown policy {spec!r} (choose from {POLICY_HELP})")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from arl.eval.metrics import evaluate
+
+    policy = resolve_policy(args.policy, args.seed)
+    tasks = tasks_for(args.split)
+    metrics, trajs = evaluate(
+        policy, tasks, samples=args.samples, seed=args.seed,
+        temperature=args.temperature, top_p=args.top_p,
+    )  # fmt: skip
+    metrics = {"policy": args.policy, "split": args.split, "seed": args.seed, **metrics}
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("w") as f:
+            for k, tr in enumerate(trajs):
+                row = {"task": tr.task, "sample": k % args.samples, "passed": tr.passed}
+                row |= {key: tr.info[key] for key in ("public_pass", "malformed", "turns", "read")}
+                f.write(json.dumps(row) + "\n")
+    if args.json:
+        print(json.dumps(metrics))
+        return 0
+    table = Table(title=f"arl eval {args.policy} ({args.split}, {len(trajs)} episodes)")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in metrics.items():
+        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    Console().print(table)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.text import Text
+
+    from arl.rollout import rollout_batch, scripted_rollout
+
+    task = get_task(args.task)
+    policy = resolve_policy(args.policy, args.seed)
+    if isinstance(policy, str):
+        tr = scripted_rollout(policy, task, seed=args.seed)
+    else:
+        tr = rollout_batch(policy, [task], seed=args.seed, temperature=args.temperature)[0]
+    vocab = default_vocab()
+    text = Text()
+    for word, owner in zip(vocab.decode(tr.ids_T), tr.owners_T, strict=True):
+        if word == "<obs>":
+            text.append("  ")
+        text.append(word + " ", style=OWNER_STYLE[owner])
+        if word in ("<end>", "</obs>"):
+            text.append("\n")
+    console = Console()
+    console.print(f"[bold]{task.name}[/] ({task.family}, {task.split}) policy={args.policy}")
+    console.print(text)
+    legend = "  ".join(f"[{OWNER_STYLE[o]}]{n}[/]" for o, n in OWNER_NAMES.items())
+    info = tr.info
+    console.print(f"owners: {legend}")
+    keys = ("hidden_pass", "public_pass", "malformed", "turns")
+    console.print(f"reward {tr.reward:.2f}  " + "  ".join(f"{k} {info[k]}" for k in keys))
+    return 0
+
+
+def token_accounting(trajs) -> dict:
+    """Where the predicted positions of a set of episodes fall, by owner (Section 15.1)."""
+    counts = {o: 0 for o in OWNER_NAMES}
+    for tr in trajs:
+        for owner in tr.owners_T[1:]:  # predicted positions: every token after the first
+            counts[owner] += 1
+    total = sum(counts.values())
+    return {
+        "episodes": len(trajs),
+        "predicted_positions": total,
+        "action_positions": counts[POLICY],
+        "observation_positions": counts[ENV],
+        "template_positions": counts[TEMPLATE],
+        "prompt_positions": counts[PROMPT],
+        "action_share": counts[POLICY] / total,
+        "observation_share": counts[ENV] / total,
+        "vocab_size": len(default_vocab()),
+    }
+
+
+def cmd_tokens(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from arl.rollout import scripted_rollout
+
+    trajs = [scripted_rollout("oracle", t, seed=0) for t in tasks_for("train")]
+    acc = token_accounting(trajs)
+    book = {"predicted_positions": 1338, "action_positions": 260, "observation_positions": 838,
+            "action_share": 0.19, "observation_share": 0.63, "vocab_size": 316}  # fmt: skip
+    if args.json:
+        print(json.dumps(acc))
+        return 0
+    table = Table(title="Token accounting of the 20 oracle demonstrations")
+    for col in ("quantity", "measured", "book"):
+        table.add_column(col, justify="left" if col == "quantity" else "right")
+    for key, value in acc.items():
+        fmt = (lambda v: f"{v:.1%}") if key.endswith("share") else str
+        table.add_row(key, fmt(value), fmt(book[key]) if key in book else "")
+    Console().print(table)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `eval`, `show` and `tokens` to the `arl` parser."""
+    p = sub.add_parser("eval", help="measure a policy on a split of the gym")
+    p.add_argument("policy", help=POLICY_HELP)
+    p.add_argument("--split", choices=SPLITS, default="train")
+    p.add_argument("--samples", type=positive_int, default=4, help="episodes per task")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=nonneg_float, default=1.0)
+    p.add_argument("--top-p", type=unit_float, default=1.0)
+    p.add_argument("--out", help="write per-episode results (task, sample, passed) as JSONL")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("show", help="render one episode, each token coloured by its owner")
+    p.add_argument("task", help="a task's function name, e.g. sum_list")
+    p.add_argument("--policy", default="oracle", help=POLICY_HELP)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=nonneg_float, default=1.0)
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("tokens", help="token accounting of the 20 oracle demonstrations")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_tokens)
