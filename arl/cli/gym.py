@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from arl.cli.args import nonneg_float, positive_int, unit_float
 from arl.errors import ArlError
 from arl.gym.policies import SCRIPTED
 from arl.gym.tasks import SPLITS, get_task, tasks_for
@@ -17,36 +18,6 @@ from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE
 
 POLICY_HELP = f"{', '.join(SCRIPTED)}, untrained, or a checkpoint directory"
 OWNER_STYLE = {PROMPT: "bold magenta", POLICY: "bold green", ENV: "cyan", TEMPLATE: "dim"}
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def unit_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
-    return value
-
-
-def nonneg_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
 
 
 def resolve_policy(spec: str, seed: int = 0) -> TinyAgent | str:

@@ -41,8 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # never a traceback from the CLI, unless asked for
         if os.environ.get("ARL_DEBUG"):
             raise
-        print(f"arl: internal error: {type(e).__name__}: {e} (set ARL_DEBUG=1 for a traceback)",
-              file=sys.stderr)
+        print(
+            f"arl: internal error: {type(e).__name__}: {e} (set ARL_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

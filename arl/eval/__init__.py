@@ -1,0 +1,1 @@
+"""Evaluation: metrics of runs and the statistics that compare them."""

@@ -1,0 +1,1 @@
+"""Discrete-event simulation of a rollout fleet (Chapter 13)."""
