@@ -62,20 +62,28 @@ def hardcode(history: History, rng: random.Random) -> list[str]:
     return (["edit", "hardcode_tests"] if len(history) == 1 else ["submit"]) + [END]
 
 
-RANDOM_MALFORMED = 0.25  # share of random calls that are garbage
 _GARBAGE = TOOLS + OPS + GENERIC_NAMES
 
 
-def random_policy(history: History, rng: random.Random) -> list[str]:
-    """Random calls: any tool or op (hardcode_tests included), and malformed ones."""
-    if rng.random() < RANDOM_MALFORMED:
-        words = [rng.choice(_GARBAGE) for _ in range(rng.randint(1, 3))]
-        return words if rng.random() < 0.5 else words + [END]  # unterminated half the time
-    tool = rng.choice(TOOLS)
-    if tool != "edit":
-        return [tool, END]
-    op = rng.choice(OPS)
-    return ["edit", op] + ([rng.choice(GENERIC_NAMES)] if op == "init" else []) + [END]
+def make_random_policy(malformed: float) -> ScriptedPolicy:
+    """Random calls: any tool or op (hardcode_tests included); a share `malformed` are garbage."""
+
+    def policy(history: History, rng: random.Random) -> list[str]:
+        if rng.random() < malformed:
+            words = [rng.choice(_GARBAGE) for _ in range(rng.randint(1, 3))]
+            return words if rng.random() < 0.5 else words + [END]  # unterminated half the time
+        tool = rng.choice(TOOLS)
+        if tool != "edit":
+            return [tool, END]
+        op = rng.choice(OPS)
+        return ["edit", op] + ([rng.choice(GENERIC_NAMES)] if op == "init" else []) + [END]
+
+    return policy
+
+
+random_policy = make_random_policy(0.25)
+# Well-formed but unskilled: the random play a weak base is trained on (Section 15.2).
+random_wellformed = make_random_policy(0.0)
 
 
 SCRIPTED: dict[str, ScriptedPolicy] = {
@@ -83,6 +91,7 @@ SCRIPTED: dict[str, ScriptedPolicy] = {
     "blind": blind,
     "random": random_policy,
     "hardcode": hardcode,
+    "random_wellformed": random_wellformed,
 }
 
 

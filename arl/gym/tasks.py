@@ -90,10 +90,10 @@ _SPECS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
         ("xs",),
         """
         def sum_doubled(xs):
-            result = 0
+            acc = 0
             for x in xs:
-                result += 2 * x
-            return result
+                acc += 2 * x
+            return acc
     """,
     ),
     (
@@ -164,10 +164,10 @@ _SPECS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
         "heldout",
         ("xs",),
         """
-        def index_sum(xs):
+        def index_weighted(xs):
             total = 0
             for i in range(len(xs)):
-                total += xs[i] + i
+                total += 2 * i * xs[i]
             return total
     """,
     ),
@@ -176,10 +176,10 @@ _SPECS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
         "heldout",
         ("xs",),
         """
-        def triple_all(xs):
+        def double_all(xs):
             out = []
             for i in range(len(xs)):
-                out.append(3 * xs[i])
+                out.append(2 * xs[i])
             return out
     """,
     ),
@@ -317,10 +317,10 @@ _SPECS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
         ("xs+",),
         """
         def peak(xs):
-            top = xs[0]
+            best = xs[0]
             for x in xs:
-                top = max(top, x)
-            return top
+                best = max(best, x)
+            return best
     """,
     ),
     (
@@ -390,10 +390,10 @@ _SPECS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
         ("xs+",),
         """
         def average_of(xs):
-            s = 0
+            total = 0
             for x in xs:
-                s += x
-            return s / len(xs)
+                total += x
+            return total / len(xs)
     """,
     ),
     (

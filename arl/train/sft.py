@@ -1,0 +1,88 @@
+"""Trajectory SFT (Section 15.1): AdamW on the masked action-token NLL of fixed trajectories.
+
+One loop: sample a minibatch of trajectories with replacement, take one step on
+sft_loss, and call an optional hook every `hook_every` steps, which can evaluate or
+keep a checkpoint without restarting the optimizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from arl.batch import collate
+from arl.errors import ArlError
+from arl.losses import AGGREGATIONS, sft_loss, token_logprobs
+from arl.model import TinyAgent
+from arl.types import Trajectory
+
+Hook = Callable[[int, TinyAgent], dict | None]  # (step, model) -> metrics to log
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """Settings of one SFT run."""
+
+    steps: int = 40  # optimizer steps
+    batch_size: int = 16  # trajectories per minibatch, sampled with replacement
+    lr: float = 1e-3  # AdamW learning rate
+    weight_decay: float = 0.0  # AdamW weight decay
+    grad_clip: float = 1.0  # max global gradient norm (0: off)
+    aggregation: str = "token_mean"  # how token terms are averaged (Problem 1)
+    seed: int = 0  # minibatch sampling
+
+    def __post_init__(self) -> None:
+        if self.steps < 0 or self.batch_size < 1:
+            raise ArlError("steps must be >= 0 and batch_size >= 1")
+        if self.lr <= 0:
+            raise ArlError(f"lr: must be > 0, got {self.lr}")
+        if self.aggregation not in AGGREGATIONS:
+            raise ArlError(f"aggregation: unknown {self.aggregation!r}")
+
+
+def make_optimizer(model: TinyAgent, lr: float, weight_decay: float = 0.0):
+    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+
+
+def sft_train(
+    model: TinyAgent,
+    data: Sequence[Trajectory],
+    config: SFTConfig = SFTConfig(),
+    hook: Hook | None = None,
+    hook_every: int = 10,
+    optimizer: torch.optim.Optimizer | None = None,
+) -> list[dict]:
+    """Train in place; returns one record per step (loss) plus whatever the hook returned.
+
+    The hook runs at step 0 and then every `hook_every` steps (and after the last step).
+    """
+    if not data:
+        raise ArlError("SFT needs at least one trajectory")
+    opt = optimizer or make_optimizer(model, config.lr, config.weight_decay)
+    gen = torch.Generator().manual_seed(config.seed)
+    history: list[dict] = []
+
+    def run_hook(step: int) -> None:
+        if hook is not None:
+            out = hook(step, model)
+            if out:
+                history.append({"step": step, **out})
+
+    if hook_every:
+        run_hook(0)
+    model.train()
+    for step in range(1, config.steps + 1):
+        idx = torch.randint(len(data), (config.batch_size,), generator=gen).tolist()
+        batch = collate([data[i] for i in idx])
+        loss = sft_loss(token_logprobs(model, batch), batch.action_mask, config.aggregation)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        opt.step()
+        history.append({"step": step, "loss": float(loss.detach())})
+        if hook_every and (step % hook_every == 0 or step == config.steps):
+            run_hook(step)
+    return history
