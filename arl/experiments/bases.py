@@ -1,0 +1,146 @@
+"""The starting policies every Chapter 15 recipe shares: the weak base and the oracle SFT.
+
+The weak base is SFT on well-formed but unskilled play (blind and random episodes):
+it has the format, not the skill (Section 15.2). Oracle SFT continues from it on the
+20 oracle demonstrations; its step-20 checkpoint is the RL cold start (Section 15.5).
+Both are cached on disk, keyed by their config and a fingerprint of the gym, so the
+reproductions that start from them do not retrain them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from arl.gym.tasks import all_tasks, tasks_for
+from arl.model import TinyAgent, TinyAgentConfig, load_checkpoint, save_checkpoint
+from arl.rollout import episode_seed, scripted_rollout
+from arl.text import default_vocab
+from arl.train.sft import Hook, SFTConfig, sft_train
+from arl.types import Trajectory
+
+BASES_VERSION = 1  # bump when the recipe below changes, to invalidate cached checkpoints
+
+
+@dataclass(frozen=True)
+class BaseConfig:
+    """How the weak base and the oracle-SFT model are made. Defaults reproduce Section 15.2."""
+
+    seed: int = 0  # initialization, data and minibatch sampling
+    weak_blind_per_task: int = 4  # blind episodes per training task in the weak-base data
+    weak_random_per_task: int = 4  # well-formed random episodes per training task
+    weak_steps: int = 150  # SFT steps of the weak base
+    weak_lr: float = 1e-3
+    weak_batch: int = 32
+    sft_steps: int = 60  # oracle SFT steps from the weak base
+    sft_lr: float = 2e-3
+    sft_batch: int = 20
+    cold_start_step: int = 20  # the oracle-SFT checkpoint RL starts from
+    n_layer: int = 4
+    n_embd: int = 128
+    n_head: int = 4
+
+    @property
+    def weak_sft(self) -> SFTConfig:
+        return SFTConfig(self.weak_steps, self.weak_batch, self.weak_lr, seed=self.seed)
+
+    @property
+    def oracle_sft(self) -> SFTConfig:
+        return SFTConfig(self.sft_steps, self.sft_batch, self.sft_lr, seed=self.seed + 1)
+
+    def quick(self) -> BaseConfig:
+        """A reduced version for tests: fewer steps, same recipe."""
+        from dataclasses import replace
+
+        return replace(self, weak_steps=40, sft_steps=30, cold_start_step=10)
+
+
+def new_model(config: BaseConfig) -> TinyAgent:
+    torch.manual_seed(config.seed)
+    shape = dict(n_layer=config.n_layer, n_embd=config.n_embd, n_head=config.n_head)
+    return TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab()), **shape))
+
+
+def weak_base_data(config: BaseConfig = BaseConfig()) -> list[Trajectory]:
+    """Blind and well-formed random episodes on every training task (160 by default)."""
+    plan = ["blind"] * config.weak_blind_per_task + [
+        "random_wellformed"
+    ] * config.weak_random_per_task
+    jobs = [(t, p) for t in tasks_for("train") for p in plan]
+    return [
+        scripted_rollout(p, t, seed=episode_seed(config.seed, k)) for k, (t, p) in enumerate(jobs)
+    ]
+
+
+def oracle_demos() -> list[Trajectory]:
+    """One oracle demonstration per training task (20)."""
+    return [scripted_rollout("oracle", t, seed=0) for t in tasks_for("train")]
+
+
+def _fingerprint(kind: str, config: BaseConfig) -> str:
+    gym = [default_vocab().words] + [(t.name, t.buggy_source, t.split) for t in all_tasks()]
+    blob = json.dumps([kind, BASES_VERSION, asdict(config), gym], default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("ARL_CACHE", "runs/cache"))
+
+
+def _cached(kind: str, config: BaseConfig, build) -> TinyAgent:
+    path = cache_dir() / f"{kind}-{_fingerprint(kind, config)}"
+    if (path / "model.safetensors").is_file():
+        return load_checkpoint(path)
+    model = build()
+    save_checkpoint(model, path, extra={"kind": kind, "base_config": asdict(config)})
+    return model
+
+
+def weak_base(config: BaseConfig = BaseConfig()) -> TinyAgent:
+    """The weak base: format without skill (trained once per config, then loaded)."""
+
+    def build() -> TinyAgent:
+        model = new_model(config)
+        sft_train(model, weak_base_data(config), config.weak_sft, hook_every=0)
+        return model
+
+    return _cached("weak_base", config, build)
+
+
+def train_oracle_sft(
+    config: BaseConfig = BaseConfig(), hook: Hook | None = None, hook_every: int = 10
+) -> tuple[TinyAgent, TinyAgent, list[dict]]:
+    """Oracle SFT from the weak base; returns (final model, cold-start copy, history)."""
+    import copy
+
+    model = weak_base(config)
+    kept: dict[str, TinyAgent] = {}
+
+    def keep(step: int, m: TinyAgent) -> dict | None:
+        if step == config.cold_start_step:
+            kept["cold"] = copy.deepcopy(m)
+        if hook and (step % hook_every == 0 or step == config.sft_steps):
+            return hook(step, m)
+        return None
+
+    every = _gcd(hook_every, config.cold_start_step) if hook else config.cold_start_step
+    history = sft_train(model, oracle_demos(), config.oracle_sft, keep, every)
+    if "cold" not in kept:  # cold_start_step beyond sft_steps
+        kept["cold"] = copy.deepcopy(model)
+    return model, kept["cold"], history
+
+
+def cold_start(config: BaseConfig = BaseConfig()) -> TinyAgent:
+    """The oracle-SFT checkpoint at `cold_start_step`: the RL cold start (cached)."""
+    return _cached("cold_start", config, lambda: train_oracle_sft(config)[1])
+
+
+def _gcd(a: int, b: int) -> int:
+    import math
+
+    return math.gcd(a, b) or max(a, b)
