@@ -19,10 +19,12 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from arl.cli import gym as gym_cli
     from arl.cli import numbers as numbers_cli
+    from arl.cli import reproduce as reproduce_cli
+    from arl.cli import train as train_cli
 
     parser = _Parser(prog="arl", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for module in (gym_cli, numbers_cli):
+    for module in (gym_cli, train_cli, reproduce_cli, numbers_cli):
         module.register(sub)
     return parser
 
