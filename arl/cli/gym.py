@@ -100,34 +100,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def token_accounting(trajs) -> dict:
-    """Where the predicted positions of a set of episodes fall, by owner (Section 15.1)."""
-    counts = {o: 0 for o in OWNER_NAMES}
-    for tr in trajs:
-        for owner in tr.owners_T[1:]:  # predicted positions: every token after the first
-            counts[owner] += 1
-    total = sum(counts.values())
-    return {
-        "episodes": len(trajs),
-        "predicted_positions": total,
-        "action_positions": counts[POLICY],
-        "observation_positions": counts[ENV],
-        "template_positions": counts[TEMPLATE],
-        "prompt_positions": counts[PROMPT],
-        "action_share": counts[POLICY] / total,
-        "observation_share": counts[ENV] / total,
-        "vocab_size": len(default_vocab()),
-    }
-
-
 def cmd_tokens(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from arl.rollout import scripted_rollout
+    from arl.eval.metrics import token_accounting
+    from arl.experiments.bases import oracle_demos
 
-    trajs = [scripted_rollout("oracle", t, seed=0) for t in tasks_for("train")]
-    acc = token_accounting(trajs)
+    acc = token_accounting(oracle_demos())
     book = {"predicted_positions": 1338, "action_positions": 260, "observation_positions": 838,
             "action_share": 0.19, "observation_share": 0.63, "vocab_size": 316}  # fmt: skip
     if args.json:

@@ -17,7 +17,8 @@ from arl.gym.tasks import Task
 from arl.losses import token_logprobs
 from arl.model import TinyAgent
 from arl.rollout import episode_seed, rollout_batch, scripted_rollout
-from arl.types import POLICY, Trajectory
+from arl.text import default_vocab
+from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE, Trajectory
 
 
 def summarize(trajs: Sequence[Trajectory]) -> dict[str, float]:
@@ -98,3 +99,23 @@ def evaluate(
     if isinstance(policy, TinyAgent):
         metrics["action_entropy"], metrics["first_call_entropy"] = action_entropy(policy, trajs)
     return metrics, trajs
+
+
+def token_accounting(trajs) -> dict:
+    """Where the predicted positions of a set of episodes fall, by owner (Section 15.1)."""
+    counts = {o: 0 for o in OWNER_NAMES}
+    for tr in trajs:
+        for owner in tr.owners_T[1:]:  # predicted positions: every token after the first
+            counts[owner] += 1
+    total = sum(counts.values())
+    return {
+        "episodes": len(trajs),
+        "predicted_positions": total,
+        "action_positions": counts[POLICY],
+        "observation_positions": counts[ENV],
+        "template_positions": counts[TEMPLATE],
+        "prompt_positions": counts[PROMPT],
+        "action_share": counts[POLICY] / total,
+        "observation_share": counts[ENV] / total,
+        "vocab_size": len(default_vocab()),
+    }

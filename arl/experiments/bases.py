@@ -57,7 +57,8 @@ class BaseConfig:
         """A reduced version for tests: fewer steps, same recipe."""
         from dataclasses import replace
 
-        return replace(self, weak_steps=40, sft_steps=30, cold_start_step=10)
+        return replace(self, weak_steps=60, weak_lr=3e-3, sft_steps=20, cold_start_step=10,
+                       n_layer=2, n_embd=32, n_head=2)  # fmt: skip
 
 
 def new_model(config: BaseConfig) -> TinyAgent:

@@ -1,0 +1,99 @@
+"""DPO for agent trajectories (Section 15.4): offline pairs, masked summed log-probs.
+
+The environment's terms cancel in the policy/reference ratio, so each log-ratio
+is a sum over action tokens only (`episode_logp`). Full-batch steps on fixed
+pairs; an optional NLL term on the chosen episodes (Iterative RPO) anchors them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from arl.batch import collate
+from arl.errors import ArlError
+from arl.losses import dpo_loss, episode_logp, sft_loss, token_logprobs
+from arl.model import TinyAgent
+from arl.types import Trajectory
+
+Pair = tuple[Trajectory, Trajectory]  # (chosen, rejected), same task
+
+
+@dataclass(frozen=True)
+class DPOConfig:
+    """Offline DPO. Defaults: beta 0.1, full-batch AdamW steps, no NLL term."""
+
+    steps: int = 100  # full-batch optimizer steps
+    beta: float = 0.1  # inverse temperature of the implicit reward
+    lr: float = 1e-3  # AdamW learning rate
+    nll_weight: float = 0.0  # weight of the NLL term on chosen episodes (1.0: DPO + NLL)
+    grad_clip: float = 1.0  # max global gradient norm (0: off)
+
+    def __post_init__(self) -> None:
+        if self.steps < 0 or self.beta <= 0 or self.lr <= 0 or self.nll_weight < 0:
+            raise ArlError("DPOConfig: steps >= 0, beta > 0, lr > 0 and nll_weight >= 0 required")
+
+
+def build_pairs(trajs: Sequence[Trajectory], rng: random.Random) -> list[Pair]:
+    """Pair every success with a random failure on the same task (tasks without both: none)."""
+    by_task: dict[str, tuple[list, list]] = {}
+    for tr in trajs:
+        wins, losses = by_task.setdefault(tr.task, ([], []))
+        (wins if tr.passed else losses).append(tr)
+    return [(w, rng.choice(losses)) for wins, losses in by_task.values() if losses for w in wins]
+
+
+@torch.no_grad()
+def sequence_logps(model: TinyAgent, trajs: Sequence[Trajectory]) -> torch.Tensor:
+    """Summed action-token log-probs of each trajectory under a model, (B,)."""
+    batch = collate(trajs)
+    return episode_logp(token_logprobs(model, batch), batch.action_mask)
+
+
+def dpo_train(
+    model: TinyAgent,
+    reference: TinyAgent,
+    pairs: Sequence[Pair],
+    config: DPOConfig = DPOConfig(),
+    hook: Callable[[int, TinyAgent], dict | None] | None = None,
+    hook_every: int = 25,
+) -> list[dict]:
+    """Train in place on all pairs every step; log the change of chosen/rejected log-probs."""
+    if not pairs:
+        raise ArlError("DPO needs at least one (chosen, rejected) pair")
+    chosen, rejected = [c for c, _ in pairs], [r for _, r in pairs]
+    batch = collate(chosen + rejected)
+    P = len(pairs)
+    ref = sequence_logps(reference, chosen + rejected)  # (2P,) frozen
+    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
+    history: list[dict] = []
+    for step in range(config.steps + 1):
+        model.train()
+        logp = token_logprobs(model, batch)  # (2P, T)
+        seq = episode_logp(logp, batch.action_mask)  # (2P,)
+        delta = (seq - ref).detach()
+        record = {
+            "step": step,
+            "chosen_delta": float(delta[:P].mean()),  # nats vs the reference, mean over pairs
+            "rejected_delta": float(delta[P:].mean()),
+            "reward_accuracy": float((delta[:P] > delta[P:]).float().mean()),
+        }
+        if hook is not None and (step % hook_every == 0 or step == config.steps):
+            record |= hook(step, model) or {}
+        if step == config.steps:
+            history.append(record)
+            break
+        loss = dpo_loss(seq[:P], seq[P:], ref[:P], ref[P:], config.beta)
+        if config.nll_weight:
+            loss = loss + config.nll_weight * sft_loss(logp[:P], batch.action_mask[:P])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        opt.step()
+        record["loss"] = float(loss.detach())
+        history.append(record)
+    return history
