@@ -608,6 +608,13 @@ def _save(fig, path: Path) -> str:
     return path.name
 
 
+def _write_json(path: Path, payload: dict) -> None:
+    """Write via a temporary file and a rename, so a crash never leaves half a file."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=1, default=float))
+    tmp.replace(path)
+
+
 def _jsonable(R: dict) -> dict:
     return {k: v for k, v in R.items() if not k.startswith("_")}
 
@@ -647,6 +654,8 @@ def main(args) -> int:
                 for name, model in R["_models"].items():
                     save_checkpoint(model, out / "checkpoints" / name, extra={"seed": seed})
             results.append(_jsonable(R))
+            _write_json(out / "results.partial.json", {"seeds_done": seeds[: len(results)],
+                                                       "runs": results})  # fmt: skip
     table = aggregate_rows([rows(R) for R in results])
     figures = draw_figures(results, out)
     (out / "table.md").write_text(markdown_table(table, len(seeds)))
@@ -658,9 +667,8 @@ def main(args) -> int:
         "figures": figures,
         "runs": results,
     }
-    tmp = out / "results.json.tmp"
-    tmp.write_text(json.dumps(payload, indent=1, default=float))
-    tmp.replace(out / "results.json")
+    _write_json(out / "results.json", payload)
+    (out / "results.partial.json").unlink(missing_ok=True)
 
     view = Table(title=f"Chapter 15 reproduced ({'quick, ' if args.quick else ''}"
                  f"seeds {seeds[0]}..{seeds[-1]})", show_lines=True)  # fmt: skip
