@@ -46,17 +46,53 @@ class TinyAgentConfig:
 class KVCache:
     """Per-layer keys and values for B rows, and how many positions each row holds.
 
-    One spare slot at the end (index block_size) absorbs the padding of rows that
-    append fewer tokens than others; it is never attended to.
+    The buffers start short and double in length when a row needs more room (never
+    past block_size): zeroing block_size slots for every row up front cost more than
+    decoding a whole batch of short episodes. Slots past a row's length hold zeros or
+    stale values and are never attended to.
     """
 
     def __init__(self, config: TinyAgentConfig, batch_size: int, device=None, dtype=None):
         hs = config.n_embd // config.n_head
-        shape = (batch_size, config.n_head, config.block_size + 1, hs)
+        shape = (batch_size, config.n_head, min(64, config.block_size), hs)
         self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
         self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)  # (B,)
         self.block_size = config.block_size
+
+    @property
+    def capacity(self) -> int:
+        return self.k[0].size(2)
+
+    def reserve(self, n: int) -> None:
+        """Make room for n positions per row, at least doubling the buffers when they grow."""
+        if n <= self.capacity:
+            return
+        new = min(max(n, 2 * self.capacity), self.block_size)
+        for bufs in (self.k, self.v):
+            for i, old in enumerate(bufs):
+                B, nh, T, hs = old.shape
+                bufs[i] = torch.cat([old, old.new_zeros(B, nh, new - T, hs)], dim=2)
+
+
+@dataclass(frozen=True)
+class Append:
+    """Where the tokens of one `extend` call go, shared by every layer.
+
+    The N new tokens are either all of a (B, S) block (every row appends S tokens) or,
+    when rows append different numbers, only the real ones, packed into (N, C): then
+    the MLPs and projections never run on padding, which at batch 64 was over half
+    of the tokens. Attention alone needs the (B, S) layout, so it unpacks the queries.
+    """
+
+    rows: torch.Tensor  # (N,) the row of each new token
+    cols: torch.Tensor  # (N,) its index among the row's new tokens
+    slots: torch.Tensor  # (N,) its position, which is also its slot in the cache
+    mask: torch.Tensor | None  # (B, 1, S, T_k) query (b, s) may attend slot t; None: all may
+    T_k: int  # slots in use after the append (the longest row)
+    B: int
+    S: int
+    packed: bool  # x is (N, C), only the real tokens; else (B, S, C)
 
 
 class CausalSelfAttention(nn.Module):
@@ -67,24 +103,33 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(config.dropout)
         self.n_head, self.n_embd, self.dropout = config.n_head, config.n_embd, config.dropout
 
-    def forward(self, x, cache: KVCache | None = None, layer: int = 0, write=None, mask=None):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        if cache is None:
+    def forward(self, x, cache: KVCache | None = None, layer: int = 0, at: Append | None = None):
+        if cache is None:  # a whole (B, T) sequence: causal attention within it
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+            q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+            k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+            v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
             y = F.scaled_dot_product_attention(
                 q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
             )
-        else:
-            rows, slots, T_k = write  # (B, T), (B, T), int
-            cache.k[layer][rows, :, slots] = k.transpose(1, 2)  # (B, T, nh, hs) at each slot
-            cache.v[layer][rows, :, slots] = v.transpose(1, 2)
-            k_all = cache.k[layer][:, :, :T_k]  # (B, nh, T_k, hs)
-            v_all = cache.v[layer][:, :, :T_k]
-            y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask)  # (B, nh, T, hs)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
+            y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
+            return self.resid_dropout(self.c_proj(y))
+        # new tokens: write their keys and values at their slots, attend to the cache
+        B, S, C, nh = at.B, at.S, self.n_embd, self.n_head
+        q, k, v = self.c_attn(x).split(C, dim=-1)  # (B, S, C) or (N, C) each
+        cache.k[layer][at.rows, :, at.slots] = k.reshape(-1, nh, C // nh)  # (N, nh, hs)
+        cache.v[layer][at.rows, :, at.slots] = v.reshape(-1, nh, C // nh)
+        if at.packed:  # queries back into (B, S); padding queries are zeros, their output unused
+            q_pad = q.new_zeros(B, S, C)
+            q_pad[at.rows, at.cols] = q
+            q = q_pad
+        k_all = cache.k[layer][:, :, : at.T_k]  # (B, nh, T_k, hs)
+        v_all = cache.v[layer][:, :, : at.T_k]
+        q = q.view(B, S, nh, C // nh).transpose(1, 2)  # (B, nh, S, hs)
+        y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=at.mask)  # (B, nh, S, hs)
+        y = y.transpose(1, 2)  # (B, S, nh, hs)
+        y = y[at.rows, at.cols].view(-1, C) if at.packed else y.contiguous().view(B, S, C)
         return self.resid_dropout(self.c_proj(y))
 
 
@@ -107,8 +152,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x, cache=None, layer=0, write=None, mask=None):
-        x = x + self.attn(self.ln_1(x), cache, layer, write, mask)
+    def forward(self, x, cache=None, layer=0, at=None):
+        x = x + self.attn(self.ln_1(x), cache, layer, at)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -167,22 +212,36 @@ class TinyAgent(nn.Module):
         """
         B, S = ids.size()
         start = cache.lengths  # (B,)
+        end = start + n_new  # (B,)
+        T_k = int(end.max())
+        if T_k > cache.block_size:
+            raise ArlError(f"episode exceeds block_size {cache.block_size}")
+        cache.reserve(T_k)
         offs = torch.arange(S, device=ids.device)  # (S,)
         pos = start[:, None] + offs[None, :]  # (B, S) absolute positions
-        real = offs[None, :] < n_new[:, None]  # (B, S)
-        end = start + n_new  # (B,)
-        if bool((end > cache.block_size).any()):
-            raise ArlError(f"episode exceeds block_size {cache.block_size}")
-        slots = torch.where(real, pos, cache.block_size)  # padding -> the spare slot
-        T_k = int(end.max())
         mask = torch.arange(T_k, device=ids.device)[None, None, :] <= pos[:, :, None]  # (B, S, T_k)
         mask = mask[:, None]  # (B, 1, S, T_k)
-        rows = torch.arange(B, device=ids.device)[:, None].expand(B, S)  # (B, S)
-        x = self.wte(ids) + self.wpe(pos.clamp(max=self.config.block_size - 1))  # (B, S, C)
+        if B == 1 and S == 1:  # one query after every slot: nothing to mask (a faster kernel)
+            mask = None
+        if bool((n_new == S).all()):  # every row appends S tokens: no padding to skip
+            rows = torch.arange(B, device=ids.device).repeat_interleave(S)  # (B*S,)
+            cols = offs.repeat(B)  # (B*S,)
+            at = Append(rows, cols, pos.view(-1), mask, T_k, B, S, packed=False)
+            x = self.wte(ids) + self.wpe(pos)  # (B, S, C)
+        else:  # ragged: run only the real tokens, packed row after row
+            rows, cols = (offs[None, :] < n_new[:, None]).nonzero(as_tuple=True)  # (N,), (N,)
+            if rows.numel() == 0:  # nothing to append: the cache is unchanged
+                return self.lm_head.weight.new_zeros(B, self.config.vocab_size)
+            at = Append(rows, cols, pos[rows, cols], mask, T_k, B, S, packed=True)
+            x = self.wte(ids[rows, cols]) + self.wpe(at.slots)  # (N, C)
         for layer, block in enumerate(self.h):
-            x = block(x, cache, layer, (rows, slots, T_k), mask)
-        last = (n_new - 1).clamp(min=0)  # (B,)
-        x_last = x[torch.arange(B, device=ids.device), last]  # (B, C)
+            x = block(x, cache, layer, at)
+        # the hidden state after each row's last new token (rows appending none: any row)
+        if at.packed:
+            last = (n_new.cumsum(0) - 1).clamp(min=0)  # (B,) index into the packed tokens
+            x_last = x[last]  # (B, C)
+        else:
+            x_last = x[:, -1]  # (B, C)
         cache.lengths = end
         return self.lm_head(self.ln_f(x_last))  # (B, V)
 

@@ -112,7 +112,7 @@ def scripted_rollout(
     return ep.trajectory()
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def rollout_batch(
     model: TinyAgent,
     tasks: Sequence[Task],
@@ -137,34 +137,33 @@ def rollout_batch(
     cache = model.new_cache(B) if use_cache else None
     was_training = model.training
     model.eval()
+    end_id = vocab.id(END)
     while True:
         live = [b for b in range(B) if eps[b].info is None]
         if not live:
             break
         if cache is not None:  # feed what each row has pending; logits after its last token
             S = max(len(p) for p in pending)
-            ids = torch.zeros(B, S, dtype=torch.long)
-            for b, p in enumerate(pending):
-                ids[b, : len(p)] = torch.tensor(p, dtype=torch.long)
-            n_new = torch.tensor([len(p) for p in pending], dtype=torch.long)
+            ids = torch.tensor([p + [0] * (S - len(p)) for p in pending])  # (B, S), one copy
+            n_new = torch.tensor([len(p) for p in pending])  # (B,)
             logits = model.extend(ids.to(device), n_new.to(device), cache)  # (B, V)
         else:  # recompute every row's whole prefix: the baseline the cache is measured against
             L = max(len(ep.ids) for ep in eps)
-            ids = torch.zeros(B, L, dtype=torch.long)
-            for b, ep in enumerate(eps):
-                ids[b, : len(ep.ids)] = torch.tensor(ep.ids, dtype=torch.long)
+            ids = torch.tensor([ep.ids + [0] * (L - len(ep.ids)) for ep in eps])  # (B, L)
             full, _ = model(ids.to(device))  # (B, L, V)
             last = torch.tensor([len(ep.ids) - 1 for ep in eps])
             logits = full[torch.arange(B), last]  # (B, V)
-        tok, logp = sample(logits[live].cpu(), temperature, top_p, gen)  # (n_live,), (n_live,)
+        if len(live) < B:
+            logits = logits[live]
+        tok, logp = sample(logits.cpu(), temperature, top_p, gen)  # (n_live,), (n_live,)
         pending = [[] for _ in eps]
-        for j, b in enumerate(live):
-            ep, t = eps[b], int(tok[j])
+        for b, t, lp in zip(live, tok.tolist(), logp.tolist(), strict=True):
+            ep = eps[b]
             ep.ids.append(t)
             ep.owners.append(POLICY)
-            ep.logps.append(float(logp[j]))
+            ep.logps.append(lp)
             call_buf[b].append(t)
-            if t == vocab.id(END) or len(call_buf[b]) == config.max_call_tokens:
+            if t == end_id or len(call_buf[b]) == config.max_call_tokens:
                 obs_ids = _after_call(ep, call_buf[b], vocab, wrap_obs, block - len(ep.ids))
                 pending[b] = [t] + obs_ids if obs_ids else []
                 call_buf[b] = []

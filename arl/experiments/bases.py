@@ -24,7 +24,7 @@ from arl.text import default_vocab
 from arl.train.sft import Hook, SFTConfig, sft_train
 from arl.types import Trajectory
 
-BASES_VERSION = 1  # bump when the recipe below changes, to invalidate cached checkpoints
+BASES_VERSION = 2  # bump when the recipe below changes, to invalidate cached checkpoints
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from arl.batch import collate
 from arl.errors import ArlError
 from arl.losses import dpo_loss, episode_logp, sft_loss, token_logprobs
 from arl.model import TinyAgent
+from arl.train.sft import make_optimizer
 from arl.types import Trajectory
 
 Pair = tuple[Trajectory, Trajectory]  # (chosen, rejected), same task
@@ -68,7 +69,7 @@ def dpo_train(
     batch = collate(chosen + rejected)
     P = len(pairs)
     ref = sequence_logps(reference, chosen + rejected)  # (2P,) frozen
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
+    opt = make_optimizer(model, config.lr)
     history: list[dict] = []
     for step in range(config.steps + 1):
         model.train()
