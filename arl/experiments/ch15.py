@@ -573,9 +573,11 @@ def draw_figures(results: list[dict], out: Path) -> list[str]:
     ax.bar(x, hacks, bottom=kept - hacks, color="tab:red", label="kept: hacks")
     ax.set(xlabel="round", ylabel="kept episodes")
     ax2 = ax.twinx()
-    for key, color in (("train_public", "k"), ("train", "tab:blue")):
+    for key, color, label in (("train_public", "k", "public-test pass (the filter)"),
+                              ("train", "tab:blue", "hidden-test pass")):  # fmt: skip
         ys = np.mean([[r[key] for r in R["public_rft"]["rounds"]] for R in results], 0)
-        ax2.plot(x, ys, "o-", color=color, label=f"policy {key.replace('train', 'hidden')} pass")
+        ax2.plot(x, ys, "o-", color=color, label=f"policy: {label}")
+    ax.set_xticks(x)
     ax2.set(ylim=(0, 1.05), ylabel="pass rate after the round")
     ax.legend(loc="upper left", fontsize=8)
     ax2.legend(loc="center left", fontsize=8)
