@@ -137,3 +137,88 @@ def masked_mean(values_BT: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:
 def log_uniform(vocab_size: int) -> float:
     """The loss of a uniform next-token distribution: log V (an untrained model's level)."""
     return math.log(vocab_size)
+
+
+# --- policy-gradient pieces (Chapter 9, Appendix B Problems 1, 2, 16, 26) ----------------------
+
+
+def policy_logprobs(model, batch: Batch, temperature: float = 1.0):
+    """Log-prob (B, T) and entropy (B, T) of each target under the temperature-scaled policy.
+
+    The sampler's stored log-probs are taken at the same temperature, so ratios against
+    them compare like with like (Problem 16: a transform the trainer ignores breaks them).
+    """
+    logits, _ = model(batch.input_ids)  # (B, T, V)
+    logp_all = F.log_softmax(logits.float() / temperature, dim=-1)  # (B, T, V)
+    logp = logp_all.gather(-1, batch.targets[..., None]).squeeze(-1)  # (B, T)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T)
+    return logp, entropy
+
+
+def loss_weights(
+    mask_BT: torch.Tensor, mode: str, n_seqs: int, n_tokens: float, l_max: float
+) -> torch.Tensor:
+    """Per-token weights (B, T) of one microbatch inside an optimizer step of n_seqs episodes.
+
+    The normalizers are global to the step, counted before any backward pass (Problem 2):
+    token_mean 1 / n_tokens; seq_mean_token_mean 1 / (n_seqs * L_i); constant 1 / (n_seqs * l_max).
+    Summed over the microbatches, the weights equal token_weights on the whole batch.
+    """
+    if mode == "token_mean":
+        return mask_BT / max(float(n_tokens), 1.0)
+    if mode == "seq_mean_token_mean":
+        L_B = mask_BT.sum(1, keepdim=True).clamp(min=1)  # (B, 1)
+        return mask_BT / (L_B * n_seqs)
+    if mode == "constant":
+        return mask_BT / (n_seqs * l_max)
+    raise ArlError(f"unknown aggregation {mode!r} (choose from {', '.join(AGGREGATIONS)})")
+
+
+def clipped_surrogate(
+    logp_BT: torch.Tensor,
+    prox_logp_BT: torch.Tensor,
+    adv_BT: torch.Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.28,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's per-token loss -min(r A, clip(r, 1 - low, 1 + high) A), r = pi / pi_prox.
+
+    Separate bounds are DAPO's clip-higher (Problem 26). Returns the loss (B, T) and a
+    bool (B, T) marking tokens whose clipped branch is active (their gradient is zero).
+    """
+    ratio = torch.exp(logp_BT - prox_logp_BT)  # (B, T)
+    unclipped = ratio * adv_BT
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv_BT
+    loss = -torch.minimum(unclipped, clipped)
+    active = ((adv_BT > 0) & (ratio > 1.0 + clip_high)) | ((adv_BT < 0) & (ratio < 1.0 - clip_low))
+    return loss, active
+
+
+def truncated_is_weights(
+    prox_logp_BT: torch.Tensor, mu_logp_BT: torch.Tensor, cap: float = 2.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token min(pi_prox / mu, C) against the sampler's log-probs mu (Problem 16).
+
+    Returns the (detached) weights (B, T) and a bool (B, T) marking the capped tokens.
+    """
+    ratio = torch.exp((prox_logp_BT - mu_logp_BT).detach())  # (B, T)
+    return ratio.clamp(max=cap), ratio > cap
+
+
+def kl_to_reference(
+    logp_BT: torch.Tensor, ref_logp_BT: torch.Tensor, estimator: str = "k3"
+) -> torch.Tensor:
+    """Per-token KL(pi_theta || pi_ref) estimate (B, T) from log ratio = log ref - log pi."""
+    if estimator not in KL_ESTIMATORS:
+        raise ArlError(f"unknown KL estimator {estimator!r} (choose from k1, k2, k3)")
+    return KL_ESTIMATORS[estimator](ref_logp_BT - logp_BT)
+
+
+def entropy_controller(coef: float, entropy: float, target: float, lr: float) -> float:
+    """One step of the target-entropy controller: raise the bonus when entropy is below target."""
+    return max(0.0, coef + lr * (target - entropy))
+
+
+def degenerate_groups(rewards_NG: torch.Tensor) -> torch.Tensor:
+    """(N,) bool: groups whose rewards are all equal (zero advantage, zero gradient; Problem 3)."""
+    return (rewards_NG == rewards_NG[:, :1]).all(dim=1)

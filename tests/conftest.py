@@ -4,7 +4,7 @@ import pytest
 import torch
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-torch.set_num_threads(2)
+torch.set_num_threads(1)  # tiny models are overhead-bound; one thread never stalls
 
 
 @pytest.fixture(scope="session")

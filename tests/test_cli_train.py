@@ -1,0 +1,119 @@
+"""`arl train pg` end to end: runs, writes metrics and checkpoints, resumes, names bad fields."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from arl.cli.main import main
+from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
+from arl.text import default_vocab
+from arl.train.pg import PGConfig, make_config
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pg.json"
+SMALL = ["--set", "tasks_per_step=2", "--set", "group_size=2", "--set", "minibatches=1"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def run(capsys, *argv):
+    try:
+        code = main(list(argv))
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture()
+def init(tmp_path):
+    torch.manual_seed(0)
+    model = TinyAgent(
+        TinyAgentConfig(
+            vocab_size=len(default_vocab()), n_layer=1, n_embd=32, n_head=2, block_size=256
+        )
+    )
+    return str(save_checkpoint(model, tmp_path / "init"))
+
+
+def test_train_pg_runs_writes_and_resumes(capsys, tmp_path, init):
+    out = tmp_path / "run"
+    code, stdout, err = run(
+        capsys,
+        "train",
+        "pg",
+        "--init",
+        init,
+        "--quiet",
+        *SMALL,
+        "--set",
+        "steps=2",
+        "--set",
+        f"out={out}",
+    )
+    assert code == 0, err
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [1, 2]
+    assert "ckpt-000002" in stdout
+    code, stdout, err = run(
+        capsys,
+        "train",
+        "pg",
+        "--init",
+        init,
+        "--quiet",
+        *SMALL,
+        "--set",
+        "steps=3",
+        "--set",
+        f"out={out}",
+        "--set",
+        "resume=true",
+    )
+    assert code == 0, err
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [1, 2, 3]
+    ckpt = out / "ckpt-000003"
+    code, stdout, _ = run(capsys, "eval", str(ckpt), "--samples", "1", "--json")
+    assert code == 0 and json.loads(stdout)["episodes"] == 20
+
+
+@pytest.mark.parametrize(
+    "setting, field",
+    [
+        ("bogus=1", "bogus"),
+        ("lr=fast", "lr"),
+        ("group_size=0", "group_size"),
+        ("kl=k4", "kl"),
+        ("clip=maybe", "clip"),
+        ("noequals", "noequals"),
+    ],
+)
+def test_bad_settings_give_one_line_naming_the_field(capsys, init, setting, field):
+    code, _, err = run(capsys, "train", "pg", "--init", init, "--set", setting)
+    assert code == 2
+    assert err.count("\n") == 1 and field in err and err.startswith("arl: error:")
+
+
+def test_bad_config_file_and_init(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"group_size": "eight"}')
+    code, _, err = run(capsys, "train", "pg", "--config", str(bad))
+    assert code == 2 and "group_size" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "train", "pg", "--init", str(tmp_path / "missing"))
+    assert code == 2 and "--init" in err
+
+
+def test_example_config_is_valid_and_uses_the_defaults():
+    values = {k: v for k, v in json.loads(EXAMPLE.read_text()).items() if not k.startswith("_")}
+    config = make_config(values)
+    defaults = PGConfig()
+    differ = {k for k in values if getattr(config, k) != getattr(defaults, k)}
+    assert differ <= {"out", "eval_every", "save_every"}

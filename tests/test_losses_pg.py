@@ -1,0 +1,133 @@
+"""Policy-gradient loss pieces against hand-worked values (the arithmetic is in each docstring)."""
+
+import math
+
+import pytest
+import torch
+
+from arl.batch import collate
+from arl.gym.tasks import tasks_for
+from arl.losses import (
+    clipped_surrogate,
+    degenerate_groups,
+    entropy_controller,
+    kl_to_reference,
+    loss_weights,
+    policy_logprobs,
+    token_logprobs,
+    token_weights,
+    truncated_is_weights,
+)
+from arl.rollout import rollout_batch
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+MASK = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])  # lengths 2 and 4
+
+
+def test_per_trajectory_total_weight_against_length_problem_1():
+    """Row totals for L = (2, 4), B = 2, L_max = 8.
+
+    token_mean: L_i / 6 = (1/3, 2/3), grows with length. seq_mean_token_mean: 1/B = (1/2, 1/2),
+    so a token of the short row weighs 1/4 and one of the long row 1/8. constant: L_i / (B L_max)
+    = (2/16, 4/16), every token 1/16 whatever the batch.
+    """
+    tot = lambda mode: loss_weights(MASK, mode, 2, 6, 8).sum(1).tolist()  # noqa: E731
+    assert tot("token_mean") == pytest.approx([1 / 3, 2 / 3])
+    assert tot("seq_mean_token_mean") == pytest.approx([0.5, 0.5])
+    assert tot("constant") == pytest.approx([0.125, 0.25])
+    w = loss_weights(MASK, "constant", 2, 6, 8)
+    assert set(w[MASK.bool()].tolist()) == {1 / 16}
+    assert (loss_weights(MASK, "seq_mean_token_mean", 2, 6, 8) * (1 - MASK)).abs().sum() == 0
+
+
+@pytest.mark.parametrize("mode", ["token_mean", "seq_mean_token_mean", "constant"])
+def test_global_weights_over_microbatches_equal_the_one_batch_weights(mode):
+    """Rows split 1 + 1 with the step's global counts give exactly the whole batch's weights."""
+    whole = token_weights(MASK, mode, normalizer=2 * 8 if mode == "constant" else None)
+    parts = torch.cat([loss_weights(MASK[i : i + 1], mode, 2, 6, 8) for i in range(2)])
+    torch.testing.assert_close(parts, whole)
+    local = torch.cat([token_weights(MASK[i : i + 1], mode) / 2 for i in range(2)])
+    if mode == "token_mean":  # per-microbatch mean: 1/(2*2) and 1/(2*4), not 1/6 (Problem 2)
+        assert local[0, 0] == pytest.approx(0.25) and local[1, 0] == pytest.approx(0.125)
+
+
+def _surrogate_grad(ratio: float, adv: float, low=0.2, high=0.28):
+    logp = torch.tensor([[math.log(ratio)]], requires_grad=True)
+    loss, active = clipped_surrogate(logp, torch.zeros(1, 1), torch.tensor([[adv]]), low, high)
+    loss.sum().backward()
+    return float(loss.detach()), float(logp.grad), bool(active)
+
+
+def test_clipping_at_both_bounds():
+    """A > 0: r = 1.5 is past 1 + 0.28: loss -1.28 A, zero gradient; r = 1.2 passes, d/dlogp = -rA.
+
+    A < 0: r = 0.5 is below 1 - 0.2, loss 0.8 |A| and zero gradient. The wrong sides are never
+    clipped: A > 0 with r = 0.5 and A < 0 with r = 1.5 keep their gradient (the min is pessimistic).
+    """
+    loss, g, active = _surrogate_grad(1.5, 2.0)
+    assert loss == pytest.approx(-2.56) and g == 0.0 and active
+    loss, g, active = _surrogate_grad(1.2, 2.0)
+    assert loss == pytest.approx(-2.4) and g == pytest.approx(-2.4) and not active
+    loss, g, active = _surrogate_grad(0.5, -1.0)
+    assert loss == pytest.approx(0.8) and g == 0.0 and active
+    loss, g, active = _surrogate_grad(0.5, 1.0)
+    assert g == pytest.approx(-0.5) and not active
+    loss, g, active = _surrogate_grad(1.5, -1.0)
+    assert loss == pytest.approx(1.5) and g == pytest.approx(1.5) and not active
+
+
+def test_clip_higher_is_asymmetric():
+    """r = 1.25, A = 1: inside [0.8, 1.28] (gradient -1.25), clipped under symmetric 0.2."""
+    assert _surrogate_grad(1.25, 1.0)[1] == pytest.approx(-1.25)
+    assert _surrogate_grad(1.25, 1.0, 0.2, 0.2)[1] == 0.0
+    assert _surrogate_grad(0.75, -1.0, 0.2, 0.28)[1] == 0.0  # the lower bound stays at 0.8
+
+
+def test_truncated_importance_weight_cap():
+    """pi_prox / mu = 3, 0.5, 1 with C = 2: weights 2, 0.5, 1; only the first is capped; no grad."""
+    prox = torch.log(torch.tensor([[0.6, 0.1, 0.3]])).requires_grad_()
+    mu = torch.log(torch.tensor([[0.2, 0.2, 0.3]]))
+    w, capped = truncated_is_weights(prox, mu, cap=2.0)
+    assert w.tolist()[0] == pytest.approx([2.0, 0.5, 1.0])
+    assert capped.tolist() == [[True, False, False]]
+    assert not w.requires_grad
+
+
+def test_kl_to_reference_problem_5_values():
+    """log ref - log pi = -0.2, 0.1, -0.5: means k1 0.200, k2 0.050, k3 0.0435."""
+    logp = torch.tensor([0.2, -0.1, 0.5]) - 1.0
+    ref = torch.full((3,), -1.0)
+    assert float(kl_to_reference(logp, ref, "k1").mean()) == pytest.approx(0.200, abs=5e-4)
+    assert float(kl_to_reference(logp, ref, "k2").mean()) == pytest.approx(0.050, abs=5e-4)
+    assert float(kl_to_reference(logp, ref, "k3").mean()) == pytest.approx(0.0435, abs=5e-4)
+
+
+def test_entropy_controller_moves_toward_target():
+    """coef 0.01, lr 0.1: entropy 0.1 < target 0.3 -> 0.03; entropy 0.5 -> 0 (never negative)."""
+    assert entropy_controller(0.01, 0.1, 0.3, 0.1) == pytest.approx(0.03)
+    assert entropy_controller(0.01, 0.5, 0.3, 0.1) == 0.0
+
+
+def test_degenerate_groups():
+    r = torch.tensor([[0.0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 0, 0], [0.5, 0.5, 0.5, 0.4]])
+    assert degenerate_groups(r).tolist() == [True, True, False, False]
+
+
+def test_policy_logprobs_match_the_sampler_at_its_temperature(tiny_model):
+    """At temperature 0.7 the trainer's log-probs equal the stored sampler log-probs (mu)."""
+    batch = collate(rollout_batch(tiny_model, tasks_for("train")[:4], seed=0, temperature=0.7))
+    m = batch.action_mask.bool()
+    logp, ent = policy_logprobs(tiny_model, batch, temperature=0.7)
+    torch.testing.assert_close(logp[m], batch.old_logp[m], atol=1e-5, rtol=1e-5)
+    logp1, _ = policy_logprobs(tiny_model, batch, temperature=1.0)
+    torch.testing.assert_close(logp1, token_logprobs(tiny_model, batch))
+    assert (logp1[m] - batch.old_logp[m]).abs().max() > 1e-3  # T=1 is not what was sampled
+    assert (ent >= 0).all()

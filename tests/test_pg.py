@@ -1,0 +1,282 @@
+"""The policy-gradient trainer: accumulation invariance, parameters changed, determinism, resume."""
+
+import copy
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+from arl.batch import collate
+from arl.errors import ArlError
+from arl.experiments.bases import BaseConfig, weak_base_data
+from arl.gym.tasks import tasks_for
+from arl.model import TinyAgent, TinyAgentConfig, load_checkpoint
+from arl.rollout import rollout_batch
+from arl.text import default_vocab
+from arl.train import pg
+from arl.train.pg import (
+    TIMING_KEYS,
+    PGConfig,
+    accumulate_policy_gradient,
+    advantages,
+    checkpoints,
+    make_config,
+    minimal_reinforce,
+    parse_overrides,
+    train_pg,
+)
+from arl.train.sft import SFTConfig, sft_train
+
+TASKS = tasks_for("train")[::3]  # 7 tasks, every family
+SMALL = PGConfig(steps=3, tasks_per_step=4, group_size=4, lr=1e-3, filter_cooldown=1)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models run ~10x faster on one thread when the cores are shared."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def weak(one_thread):
+    """A tiny weak base: 150 SFT steps on blind and random play (format, some passes)."""
+    torch.manual_seed(0)
+    model = TinyAgent(
+        TinyAgentConfig(
+            vocab_size=len(default_vocab()), n_layer=1, n_embd=32, n_head=2, block_size=256
+        )
+    )
+    sft_train(model, weak_base_data(BaseConfig()), SFTConfig(steps=150, lr=1e-2), hook_every=0)
+    return model
+
+
+def _strip(history):
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in history]
+
+
+def _flat_grad(model):
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(ArlError, match="group_size"):
+        PGConfig(group_size=0)
+    with pytest.raises(ArlError, match="aggregation"):
+        PGConfig(aggregation="sum")
+    with pytest.raises(ArlError, match="bogus"):
+        make_config({"bogus": 1})
+    with pytest.raises(ArlError, match="lr: expected a float"):
+        parse_overrides(["lr=fast"])
+    with pytest.raises(ArlError, match="clip: expected a bool"):
+        make_config({"clip": "yes"})
+    assert parse_overrides(["clip=false", "group_size=4", "kl=k3"]) == {
+        "clip": False,
+        "group_size": 4,
+        "kl": "k3",
+    }
+
+
+def test_advantages_problem_4_through_the_config():
+    """One success in 8, std division: sqrt 7 = 2.65 and -1/sqrt 7 = -0.378; loo: 1 and -1/7."""
+    r = torch.tensor([[1.0] + [0.0] * 7])
+    a = advantages(r, PGConfig(baseline="mean", std_norm=True))[0]
+    assert float(a[0]) == pytest.approx(2.6458, abs=1e-3)
+    assert float(a[1]) == pytest.approx(-0.378, abs=1e-3)
+    assert advantages(r, PGConfig())[0].tolist() == pytest.approx([1.0] + [-1 / 7] * 7)
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean", "constant"])
+def test_accumulation_identity(weak, aggregation):
+    """Global normalizer: 1, 3 or 5 episodes per microbatch give the one-batch gradient (cosine 1,
+    equal norms). Each microbatch normalized by itself then averaged: a different gradient."""
+    model = copy.deepcopy(weak)
+    batch = collate(rollout_batch(model, TASKS + TASKS[:3], seed=3))  # 10 episodes
+    adv = torch.randn(10, generator=torch.Generator().manual_seed(0))
+    config = PGConfig(aggregation=aggregation)
+
+    def grad(**kw):
+        model.zero_grad(set_to_none=True)
+        accumulate_policy_gradient(model, batch, adv, config, **kw)
+        return _flat_grad(model)
+
+    g = grad(microbatch_size=0)
+    for micro in (1, 3, 5):
+        gm = grad(microbatch_size=micro)
+        assert float(torch.nn.functional.cosine_similarity(g, gm, dim=0)) == pytest.approx(
+            1, abs=1e-5
+        )
+        assert float(gm.norm()) == pytest.approx(float(g.norm()), rel=1e-4)
+    if aggregation != "constant":  # the constant normalizer is invariant by construction
+        bad = grad(microbatch_size=3, per_microbatch_mean=True)
+        cos = float(torch.nn.functional.cosine_similarity(g, bad, dim=0))
+        assert cos < 0.9999 or abs(float(bad.norm() / g.norm()) - 1) > 0.01
+
+
+def test_parameters_change_after_a_step_and_not_with_zero_advantage(weak):
+    model = copy.deepcopy(weak)
+    before = [p.detach().clone() for p in model.parameters()]
+    hist = train_pg(model, replace(SMALL, steps=1, staleness=0, filter_cooldown=0), TASKS)
+    assert hist[0]["tasks_with_grad"] > 0  # some group had mixed outcomes
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    # every reward equal -> every advantage 0 -> Adam's update is exactly 0
+    model = copy.deepcopy(weak)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+    batch = collate(rollout_batch(model, TASKS[:4], seed=0))
+    before = [p.detach().clone() for p in model.parameters()]
+    accumulate_policy_gradient(model, batch, torch.zeros(4), PGConfig())
+    opt.step()
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_seed_determinism(weak):
+    config = replace(SMALL, steps=2, minibatches=2)
+    a = _strip(train_pg(copy.deepcopy(weak), config, TASKS))
+    b = _strip(train_pg(copy.deepcopy(weak), config, TASKS))
+    c = _strip(train_pg(copy.deepcopy(weak), replace(config, seed=1), TASKS))
+    assert a == b
+    assert a != c
+
+
+def test_exact_resume_after_an_interruption(weak, tmp_path):
+    """Crash after step 3's metrics (before its checkpoint), resume from step 2: same metrics."""
+    config = replace(
+        SMALL,
+        steps=4,
+        save_every=1,
+        staleness=2,
+        minibatches=2,
+        kl="k3",
+        entropy_coef=0.01,
+        target_entropy=0.5,
+        dynamic_sampling=True,
+    )
+    whole_model = copy.deepcopy(weak)
+    whole = _strip(train_pg(whole_model, config, TASKS))
+
+    def crash(step, model):
+        if step == 3:
+            raise KeyboardInterrupt
+        return None
+
+    run = replace(config, out=str(tmp_path / "run"))
+    with pytest.raises(KeyboardInterrupt):
+        train_pg(copy.deepcopy(weak), run, TASKS, hook=crash, hook_every=1)
+    assert [p.name for p in checkpoints(tmp_path / "run")] == ["ckpt-000001", "ckpt-000002"]
+    resumed_model = copy.deepcopy(weak)  # the weights come from the checkpoint, not from here
+    resumed = _strip(train_pg(resumed_model, replace(run, resume=True), TASKS))
+    assert [r["step"] for r in resumed] == [3, 4]
+    assert resumed == whole[2:]
+    for a, b in zip(whole_model.parameters(), resumed_model.parameters(), strict=True):
+        assert torch.equal(a, b)
+    import json
+
+    logged = [
+        json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().split("\n") if x
+    ]
+    assert [r["step"] for r in logged] == [1, 2, 3, 4]  # step 3 of the crashed run dropped once
+    assert _strip(logged) == whole
+    ckpt = checkpoints(tmp_path / "run")[-1]
+    assert ckpt.name == "ckpt-000004"
+    reloaded = load_checkpoint(ckpt)  # what `arl eval CKPT` loads
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(reloaded.parameters(), resumed_model.parameters(), strict=True)
+    )
+
+
+def test_a_crash_while_writing_keeps_the_last_good_checkpoint(weak, tmp_path, monkeypatch):
+    calls = {"n": 0}
+    real_save = torch.save
+
+    def flaky_save(obj, path):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("disk full")
+        real_save(obj, path)
+
+    monkeypatch.setattr(pg.torch, "save", flaky_save)
+    run = replace(SMALL, steps=2, save_every=1, out=str(tmp_path))
+    with pytest.raises(OSError):
+        train_pg(copy.deepcopy(weak), run, TASKS)
+    assert [p.name for p in checkpoints(tmp_path)] == ["ckpt-000001"]
+    load_checkpoint(checkpoints(tmp_path)[0])
+    monkeypatch.setattr(pg.torch, "save", real_save)
+    hist = train_pg(copy.deepcopy(weak), replace(run, resume=True), TASKS)
+    assert [r["step"] for r in hist] == [2]
+
+
+def test_staleness_shows_in_the_sampler_mismatch(weak):
+    """k = 0: mu equals pi_prox (up to the KV cache's rounding). k = 2: step 1 samples with the
+    current weights, step 3 with weights two updates old, so mu and pi_prox differ."""
+    fresh = train_pg(copy.deepcopy(weak), replace(SMALL, staleness=0), TASKS)
+    assert max(r["kl/mu_k3"] for r in fresh) < 1e-6
+    stale = train_pg(copy.deepcopy(weak), replace(SMALL, staleness=2, lr=1e-2), TASKS)
+    assert stale[0]["kl/mu_k3"] < 1e-6
+    assert stale[2]["kl/mu_k3"] > 1e-4
+    cold = train_pg(copy.deepcopy(weak), replace(SMALL, staleness=0, temperature=0.7), TASKS)
+    assert max(r["kl/mu_k3"] for r in cold) < 1e-6  # the trainer scores at the sampler's T
+
+
+def test_dynamic_sampling_refills_degenerate_groups(weak):
+    config = replace(SMALL, steps=2, dynamic_sampling=True, max_refills=2, filter_cooldown=0)
+    hist = train_pg(copy.deepcopy(weak), config, TASKS)
+    for r in hist:
+        assert r["degenerate_frac_final"] <= r["degenerate_frac"]
+        if r["degenerate_frac"] > 0:
+            assert r["episodes_sampled"] > config.episodes_per_step
+        assert r["tasks_with_grad"] <= round((1 - r["degenerate_frac_final"]) * 4)
+
+
+def test_metrics_are_finite_and_named(weak):
+    hist = train_pg(copy.deepcopy(weak), replace(SMALL, steps=2, kl="k1", kl_in="reward"), TASKS)
+    keys = {
+        "reward",
+        "pass_rate",
+        "public_pass_rate",
+        "public_hidden_gap",
+        "hacks_caught",
+        "entropy",
+        "degenerate_frac",
+        "tasks_with_grad",
+        "len_success_p50",
+        "len_failure_p90",
+        "truncated_frac",
+        "kl/ref_k3",
+        "kl/ref_absq99",
+        "clip_frac",
+        "capped_frac",
+        "grad_norm",
+    }
+    assert keys <= set(hist[0])
+    assert pg.is_finite_history(hist)
+    assert all(math.isfinite(r["grad_norm"]) and r["grad_norm"] >= 0 for r in hist)
+
+
+def test_minimal_reinforce_equals_the_textbook_step(weak):
+    """One train_pg step of minimal_reinforce = rollout, r - mean, pg_loss, clip, AdamW by hand."""
+    import random
+
+    from arl.losses import group_advantages, pg_loss, token_logprobs
+
+    config = minimal_reinforce(steps=1, tasks_per_step=4, group_size=4, lr=1e-3)
+    ours = copy.deepcopy(weak)
+    train_pg(ours, config, TASKS)
+    ref = copy.deepcopy(weak)
+    rng = random.Random(config.seed)
+    chosen = rng.sample(list(TASKS), 4)
+    jobs = [t for t in chosen for _ in range(4)]
+    trajs = rollout_batch(ref, jobs, seed=rng.randrange(2**31), env_config=config.env_config)
+    rewards = torch.tensor([t.reward for t in trajs]).view(4, 4)
+    adv = torch.cat([group_advantages(r, "mean") for r in rewards])
+    assert adv.abs().sum() > 0
+    batch = collate(trajs)
+    opt = torch.optim.AdamW(ref.parameters(), lr=1e-3, weight_decay=0.0)
+    pg_loss(token_logprobs(ref, batch), adv, batch.action_mask).backward()
+    torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+    opt.step()
+    for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
