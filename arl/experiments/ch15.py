@@ -31,6 +31,7 @@ from arl.losses import masked_mean, sft_loss, token_logprobs
 from arl.model import TinyAgent, save_checkpoint
 from arl.rollout import scripted_rollout
 from arl.train.dpo import DPOConfig, build_pairs, dpo_train
+from arl.train.pg import minimal_reinforce, train_pg
 from arl.train.rft import RFTConfig, expert_iteration, gradient_identity
 from arl.train.sft import sft_train
 
@@ -188,29 +189,13 @@ def reinforce(
     seed: int,
     hook: Callable[[int, TinyAgent], dict],
 ) -> list[dict]:
-    """REINFORCE with a group baseline: G episodes on each of n tasks, r - mean(group)."""
-    from arl.losses import group_advantages, pg_loss
-    from arl.rollout import rollout_batch
-
-    tasks = tasks_for("train")
-    rng = random.Random(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.rl_lr, weight_decay=0.0)
-    history = [{"rl_step": 0, **hook(0, model)}]
-    for step in range(1, steps + 1):
-        chosen = rng.sample(tasks, cfg.rl_tasks_per_step)
-        jobs = [t for t in chosen for _ in range(cfg.rl_group)]
-        trajs = rollout_batch(model, jobs, seed=seed * 10_000 + step)
-        rewards = torch.tensor([t.reward for t in trajs]).view(-1, cfg.rl_group)  # (n, G)
-        adv = torch.cat([group_advantages(r) for r in rewards])  # (n * G,)
-        batch = collate(trajs)
-        model.train()
-        loss = pg_loss(token_logprobs(model, batch), adv, batch.action_mask)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if step % cfg.rl_eval_every == 0 or step == steps:
-            history.append({"rl_step": step, "reward": float(rewards.mean()), **hook(step, model)})
-    return history
+    """Section 15.5's minimal REINFORCE (G episodes on each of n tasks, r - mean(group)),
+    run by the full trainer with every other knob off; returns the hook's records."""
+    config = minimal_reinforce(
+        lr=cfg.rl_lr, group_size=cfg.rl_group, tasks_per_step=cfg.rl_tasks_per_step, seed=seed
+    )
+    history = train_pg(model, config, tasks_for("train"), steps, hook, cfg.rl_eval_every)
+    return [{"rl_step": r["step"], **r} for r in history if "train" in r]
 
 
 def section_recipes(cfg: Ch15Config, weak: TinyAgent, cold: TinyAgent, sft: dict, rft: dict):
