@@ -91,9 +91,18 @@ def tail_mean(history: Sequence[dict], key: str, frac: float = 0.25) -> float:
 
 
 def head_mean(history: Sequence[dict], key: str, frac: float = 0.25) -> float:
+    """Mean of a metric over the first `frac` of the steps (at least one)."""
     xs = series(history, key)
     n = max(1, math.ceil(len(xs) * frac))
     return float(np.mean(xs[:n])) if xs else float("nan")
+
+
+def first_last(runs: dict[str, list[dict]], keys: Sequence[str]) -> dict:
+    """Each run's metrics averaged over its first and last quarter of steps."""
+    return {
+        n: {k: {"first": head_mean(h, k), "last": tail_mean(h, k)} for k in keys}
+        for n, h in runs.items()
+    }
 
 
 def plot_runs(

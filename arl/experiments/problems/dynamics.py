@@ -9,6 +9,7 @@ from arl.batch import check_batch, collate
 from arl.eval.metrics import action_entropy, run_policy
 from arl.experiments.problems.common import (
     Ctx,
+    first_last,
     head_mean,
     plot_runs,
     rl_config,
@@ -122,10 +123,7 @@ def problem_28(ctx: Ctx):
             "observation_nll_after": _observation_nll(model, probe),
         }
     keys = ("entropy", "pass_rate", "reward")
-    res = {
-        n: {k: {"first": head_mean(h, k), "last": tail_mean(h, k)} for k in keys}
-        for n, h in runs.items()
-    }
+    res = first_last(runs, keys)
     res |= {
         "check_batch_catches_it": caught,
         "masked_in_non_policy_share": off_policy_share,

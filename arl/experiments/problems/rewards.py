@@ -10,6 +10,7 @@ from arl.batch import collate
 from arl.eval.metrics import run_policy
 from arl.experiments.problems.common import (
     Ctx,
+    first_last,
     head_mean,
     new_figure,
     plot_runs,
@@ -40,10 +41,7 @@ def problem_7(ctx: Ctx):
         steps=ctx.pick(20, 4),
     )
     keys = ("public_pass_rate", "pass_rate", "public_hidden_gap", "hack_rate", "hacks_caught")
-    res = {
-        n: {k: {"first": head_mean(h, k), "last": tail_mean(h, k)} for k in keys}
-        for n, h in runs.items()
-    }
+    res = first_last(runs, keys)
     res["history"] = runs
     plot_runs(
         ctx,
@@ -80,10 +78,7 @@ def problem_8(ctx: Ctx):
         steps=ctx.pick(25, 4),
     )
     keys = ("reward", "pass_rate", "hidden_fraction", "immediate_submit_frac")
-    res = {
-        n: {k: {"first": head_mean(h, k), "last": tail_mean(h, k)} for k in keys}
-        for n, h in runs.items()
-    }
+    res = first_last(runs, keys)
     res["history"] = runs
     plot_runs(
         ctx,
@@ -219,10 +214,7 @@ def problem_12(ctx: Ctx):
         steps=ctx.pick(25, 4),
     )
     keys = ("immediate_submit_frac", "pass_rate", "mean_turns", "reward")
-    res = {
-        n: {k: {"first": head_mean(h, k), "last": tail_mean(h, k)} for k in keys}
-        for n, h in runs.items()
-    }
+    res = first_last(runs, keys)
     res["history"] = runs
     res["break_even_success_rate"] = {
         "0.02": "a 4-turn attempt beats submit-at-once only if it succeeds > 0.06",
@@ -275,10 +267,7 @@ def problem_13(ctx: Ctx):
         steps=ctx.pick(25, 4),
     )
     keys = ("truncated_frac", "final_state_pass", "pass_rate", "reward")
-    res = {
-        n: {k: {"first": head_mean(h, k), "last": tail_mean(h, k)} for k in keys}
-        for n, h in runs.items()
-    }
+    res = first_last(runs, keys)
     res["history"] = runs
     res["max_turns"] = turns
     plot_runs(

@@ -9,6 +9,7 @@ from arl.batch import collate
 from arl.eval.metrics import run_policy
 from arl.experiments.problems.common import (
     Ctx,
+    first_last,
     head_mean,
     new_figure,
     plot_runs,
@@ -37,10 +38,7 @@ def problem_16(ctx: Ctx):
         steps=ctx.pick(20, 4),
     )
     keys = ("pass_rate", "capped_frac", "kl/mu_k3", "kl/mu_absq99", "entropy")
-    res = {
-        n: {kk: {"first": head_mean(h, kk), "last": tail_mean(h, kk)} for kk in keys}
-        for n, h in runs.items()
-    }
+    res = first_last(runs, keys)
     res["history"] = runs
     plot_runs(
         ctx,
