@@ -23,15 +23,20 @@ def test_aggregate_rows_mean_spread_and_verdict_count():
 def test_reproduce_ch15_quick_end_to_end(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ARL_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "ch15"
-    assert main(["reproduce", "ch15", "--quick", "--out", str(out)]) == 0
+    assert main(["reproduce", "ch15", "--quick", "--seeds", "2", "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
+    assert results["seeds"] == [0, 1] and len(results["runs"]) == 2
+    assert not (out / "results.partial.json").exists()
     assert {row["key"] for row in results["table"]} == KEYS
     assert all(row["book"] and row["measured"] for row in results["table"])
+    assert all(row["spread"] is not None and row["reproduced_seeds"].endswith("/2")
+               for row in results["table"])  # fmt: skip
     by_key = {row["key"]: row for row in results["table"]}
     assert by_key["rft_identity"]["reproduced"]  # an exact identity holds even in a quick run
     assert by_key["action_share"]["reproduced"]
     for name in results["figures"]:
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
     assert (out / "table.md").read_text().count("\n") == len(KEYS) + 2
+    assert "seeds)" in (out / "table.md").read_text()
     assert (out / "checkpoints" / "sft_cold" / "model.safetensors").is_file()
     assert "Chapter 15 reproduced" in capsys.readouterr().out
