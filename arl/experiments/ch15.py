@@ -465,6 +465,16 @@ def aggregate_rows(per_seed: list[list[Row]]) -> list[dict]:
     return table
 
 
+def cost_table(cost: dict) -> str:
+    """What each recipe consumed (Section 15.5), as Markdown; evaluation episodes not counted."""
+    lines = ["| recipe | demonstrations | sampled episodes | verifier calls |",
+             "| --- | --- | --- | --- |"]  # fmt: skip
+    for recipe, c in cost.items():
+        lines.append(f"| {recipe} | {c['demonstrations']} | {c['sampled_episodes']} | "
+                     f"{c['verifier_calls']} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def markdown_table(table: list[dict], seeds: int) -> str:
     lines = [
         "| quantity | book | measured | reproduced | rule |",
@@ -645,7 +655,8 @@ def main(args) -> int:
                                                        "runs": results})  # fmt: skip
     table = aggregate_rows([rows(R) for R in results])
     figures = draw_figures(results, out)
-    (out / "table.md").write_text(markdown_table(table, len(seeds)))
+    cost = results[0]["recipes"]["cost"]
+    (out / "table.md").write_text(markdown_table(table, len(seeds)) + "\n" + cost_table(cost))
     payload = {
         "config": asdict(cfg),
         "quick": bool(args.quick),
@@ -666,6 +677,13 @@ def main(args) -> int:
         view.add_row(row["quantity"], row["book"], row["measured"],
                      ok + (f" ({row['reproduced_seeds']})" if len(seeds) > 1 else ""))  # fmt: skip
     Console().print(view)
+    costs = Table(title="What each recipe consumed (evaluation episodes not counted)")
+    for col in ("recipe", "demonstrations", "sampled episodes", "verifier calls"):
+        costs.add_column(col, justify="left" if col == "recipe" else "right")
+    for recipe, c in cost.items():
+        costs.add_row(recipe, *(str(c[k]) for k in ("demonstrations", "sampled_episodes",
+                                                     "verifier_calls")))  # fmt: skip
+    Console().print(costs)
     times = {k: sum(R["timings_s"][k] for R in results) for k in results[0]["timings_s"]}
     Console().print("time per section (s): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items()))
     Console().print(f"wrote {out / 'results.json'}, {out / 'table.md'}, "
