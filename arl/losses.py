@@ -30,17 +30,21 @@ def token_logprobs(model, batch: Batch, with_entropy: bool = False):
 
 
 def token_weights(
-    mask_BT: torch.Tensor, mode: str = "token_mean", normalizer: float | None = None
+    mask_BT: torch.Tensor,
+    mode: str = "token_mean",
+    normalizer: float | None = None,
+    n_seqs: int | None = None,
 ) -> torch.Tensor:
     """The weight each token's term gets under an aggregation (Problem 1), (B, T).
 
     token_mean: 1 / (tokens in the batch, or `normalizer` if given: the global count
     of an accumulated step). seq_mean_token_mean: 1 / (B * L_i). constant: 1 / normalizer
-    (B * L_max by default).
+    (B * L_max by default). n_seqs replaces B when the rows are one microbatch of a step.
     """
-    B, T = mask_BT.shape
+    T = mask_BT.shape[1]
+    B = n_seqs if n_seqs is not None else mask_BT.shape[0]
     if mode == "token_mean":
-        n = normalizer if normalizer is not None else mask_BT.sum().clamp(min=1)
+        n = max(float(normalizer), 1.0) if normalizer is not None else mask_BT.sum().clamp(min=1)
         return mask_BT / n
     if mode == "seq_mean_token_mean":
         L_B = mask_BT.sum(1, keepdim=True).clamp(min=1)  # (B, 1)
@@ -160,18 +164,11 @@ def loss_weights(
 ) -> torch.Tensor:
     """Per-token weights (B, T) of one microbatch inside an optimizer step of n_seqs episodes.
 
-    The normalizers are global to the step, counted before any backward pass (Problem 2):
-    token_mean 1 / n_tokens; seq_mean_token_mean 1 / (n_seqs * L_i); constant 1 / (n_seqs * l_max).
-    Summed over the microbatches, the weights equal token_weights on the whole batch.
+    The normalizers are global to the step, counted before any backward pass (Problem 2),
+    so the weights summed over the microbatches equal token_weights on the whole batch.
     """
-    if mode == "token_mean":
-        return mask_BT / max(float(n_tokens), 1.0)
-    if mode == "seq_mean_token_mean":
-        L_B = mask_BT.sum(1, keepdim=True).clamp(min=1)  # (B, 1)
-        return mask_BT / (L_B * n_seqs)
-    if mode == "constant":
-        return mask_BT / (n_seqs * l_max)
-    raise ArlError(f"unknown aggregation {mode!r} (choose from {', '.join(AGGREGATIONS)})")
+    normalizer = n_tokens if mode == "token_mean" else n_seqs * l_max
+    return token_weights(mask_BT, mode, normalizer, n_seqs)
 
 
 def clipped_surrogate(
