@@ -233,8 +233,11 @@ def _coerce(key: str, type_name: Any, text: str) -> Any:
         if name == "float":
             return float(text)
     except ValueError:
-        raise ArlError(f"{key}: expected a {name}, got {text!r}") from None
+        raise ArlError(f"{key}: expected {_KIND[name]}, got {text!r}") from None
     return text
+
+
+_KIND = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
 
 
 def make_config(values: dict[str, Any]) -> PGConfig:
@@ -252,7 +255,7 @@ def make_config(values: dict[str, Any]) -> PGConfig:
             "str": lambda v: isinstance(v, str),
         }[want]
         if not ok(value):
-            raise ArlError(f"{key}: expected a {want}, got {value!r}")
+            raise ArlError(f"{key}: expected {_KIND[want]}, got {value!r}")
     return PGConfig(**values)
 
 
