@@ -69,7 +69,7 @@ def test_config_errors_name_the_field():
         PGConfig(aggregation="sum")
     with pytest.raises(ArlError, match="bogus"):
         make_config({"bogus": 1})
-    with pytest.raises(ArlError, match="lr: expected a float"):
+    with pytest.raises(ArlError, match="lr: expected a number"):
         parse_overrides(["lr=fast"])
     with pytest.raises(ArlError, match="clip: expected a bool"):
         make_config({"clip": "yes"})
