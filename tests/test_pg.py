@@ -71,7 +71,7 @@ def test_config_errors_name_the_field():
         make_config({"bogus": 1})
     with pytest.raises(ArlError, match="lr: expected a number"):
         parse_overrides(["lr=fast"])
-    with pytest.raises(ArlError, match="clip: expected a bool"):
+    with pytest.raises(ArlError, match="clip: expected true or false"):
         make_config({"clip": "yes"})
     assert parse_overrides(["clip=false", "group_size=4", "kl=k3"]) == {
         "clip": False,
