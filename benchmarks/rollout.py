@@ -41,6 +41,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
+    gpt2_like,
     interleaved,
     machine_line,
     median,
@@ -125,26 +126,10 @@ def our_generate(model: TinyAgent, prompt: torch.Tensor, n_new: int, gen: torch.
 
 
 def hf_model(vocab_size: int, n_positions: int):
-    from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging
 
     logging.set_verbosity_error()  # no advice about attention masks on every call
-
-    config = GPT2Config(
-        vocab_size=vocab_size,
-        n_positions=n_positions,
-        n_layer=4,
-        n_embd=128,
-        n_head=4,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=0,
-    )
-    torch.manual_seed(0)
-    return GPT2LMHeadModel(config).eval()
+    return gpt2_like(vocab_size, n_positions, eos_token_id=None, pad_token_id=0).eval()
 
 
 def bench_vs_hf(batches: list[int], prompt_len: int, n_new: int, reps: int) -> list[dict]:

@@ -59,7 +59,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_line, setup_threads, write_json  # noqa: E402
+from _common import gpt2_like, machine_line, setup_threads, write_json  # noqa: E402
 
 from arl.batch import collate  # noqa: E402
 from arl.experiments.bases import oracle_demos  # noqa: E402
@@ -161,25 +161,9 @@ def hf_tokenizer():
 
 
 def hf_model():
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    V = len(default_vocab())
-    config = GPT2Config(
-        vocab_size=V,
-        n_positions=512,
-        n_layer=4,
-        n_embd=128,
-        n_head=4,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=None,
-        eos_token_id=default_vocab().id(END),
-        pad_token_id=default_vocab().id(PAD),
-        use_cache=False,
-    )
-    torch.manual_seed(0)
-    return GPT2LMHeadModel(config)
+    vocab = default_vocab()
+    return gpt2_like(len(vocab), 512, eos_token_id=vocab.id(END), pad_token_id=vocab.id(PAD),
+                     use_cache=False)  # fmt: skip
 
 
 def trl_args(kind: str, mode: str, steps: int, batch: int, out: str):

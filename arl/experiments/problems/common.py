@@ -98,11 +98,12 @@ def head_mean(history: Sequence[dict], key: str, frac: float = 0.25) -> float:
 
 
 def first_last(runs: dict[str, list[dict]], keys: Sequence[str]) -> dict:
-    """Each run's metrics averaged over its first and last quarter of steps."""
-    return {
+    """Each run's metrics averaged over its first and last quarter of steps, and the histories."""
+    summary = {
         n: {k: {"first": head_mean(h, k), "last": tail_mean(h, k)} for k in keys}
         for n, h in runs.items()
     }
+    return {**summary, "history": runs}
 
 
 def plot_runs(

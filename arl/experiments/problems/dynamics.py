@@ -129,7 +129,6 @@ def problem_28(ctx: Ctx):
         "masked_in_non_policy_share": off_policy_share,
         "policy_tokens_masked_out_share": missed_share,
         "final": finals,
-        "history": runs,
     }
     plot_runs(
         ctx,

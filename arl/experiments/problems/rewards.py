@@ -42,7 +42,6 @@ def problem_7(ctx: Ctx):
     )
     keys = ("public_pass_rate", "pass_rate", "public_hidden_gap", "hack_rate", "hacks_caught")
     res = first_last(runs, keys)
-    res["history"] = runs
     plot_runs(
         ctx,
         runs,
@@ -79,7 +78,6 @@ def problem_8(ctx: Ctx):
     )
     keys = ("reward", "pass_rate", "hidden_fraction", "immediate_submit_frac")
     res = first_last(runs, keys)
-    res["history"] = runs
     plot_runs(
         ctx,
         runs,
@@ -215,7 +213,6 @@ def problem_12(ctx: Ctx):
     )
     keys = ("immediate_submit_frac", "pass_rate", "mean_turns", "reward")
     res = first_last(runs, keys)
-    res["history"] = runs
     res["break_even_success_rate"] = {
         "0.02": "a 4-turn attempt beats submit-at-once only if it succeeds > 0.06",
         "0.1": "a 4-turn attempt beats submit-at-once only if it succeeds > 0.30",
@@ -268,7 +265,6 @@ def problem_13(ctx: Ctx):
     )
     keys = ("truncated_frac", "final_state_pass", "pass_rate", "reward")
     res = first_last(runs, keys)
-    res["history"] = runs
     res["max_turns"] = turns
     plot_runs(
         ctx,

@@ -39,7 +39,6 @@ def problem_16(ctx: Ctx):
     )
     keys = ("pass_rate", "capped_frac", "kl/mu_k3", "kl/mu_absq99", "entropy")
     res = first_last(runs, keys)
-    res["history"] = runs
     plot_runs(
         ctx,
         runs,
