@@ -21,3 +21,19 @@ def tiny_model(vocab):
 
     torch.manual_seed(0)
     return TinyAgent(TinyAgentConfig(vocab_size=len(vocab), n_layer=2, n_embd=32, n_head=4))
+
+
+@pytest.fixture()
+def cli(capsys):
+    """Run `arl` in-process; returns (exit code, stdout, stderr), usage errors included."""
+    from arl.cli.main import main
+
+    def run(*argv):
+        try:
+            code = main(list(argv))
+        except SystemExit as e:
+            code = e.code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

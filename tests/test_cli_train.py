@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from arl.cli.main import main
 from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
 from arl.text import default_vocab
 from arl.train.pg import PGConfig, make_config
@@ -23,15 +22,6 @@ def one_thread():
     torch.set_num_threads(n)
 
 
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.fixture()
 def init(tmp_path):
     torch.manual_seed(0)
@@ -43,10 +33,9 @@ def init(tmp_path):
     return str(save_checkpoint(model, tmp_path / "init"))
 
 
-def test_train_pg_runs_writes_and_resumes(capsys, tmp_path, init):
+def test_train_pg_runs_writes_and_resumes(cli, tmp_path, init):
     out = tmp_path / "run"
-    code, stdout, err = run(
-        capsys,
+    code, stdout, err = cli(
         "train",
         "pg",
         "--init",
@@ -62,8 +51,7 @@ def test_train_pg_runs_writes_and_resumes(capsys, tmp_path, init):
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in lines] == [1, 2]
     assert "ckpt-000002" in stdout
-    code, stdout, err = run(
-        capsys,
+    code, stdout, err = cli(
         "train",
         "pg",
         "--init",
@@ -81,7 +69,7 @@ def test_train_pg_runs_writes_and_resumes(capsys, tmp_path, init):
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in lines] == [1, 2, 3]
     ckpt = out / "ckpt-000003"
-    code, stdout, _ = run(capsys, "eval", str(ckpt), "--samples", "1", "--json")
+    code, stdout, _ = cli("eval", str(ckpt), "--samples", "1", "--json")
     assert code == 0 and json.loads(stdout)["episodes"] == 20
 
 
@@ -96,18 +84,18 @@ def test_train_pg_runs_writes_and_resumes(capsys, tmp_path, init):
         ("noequals", "noequals"),
     ],
 )
-def test_bad_settings_give_one_line_naming_the_field(capsys, init, setting, field):
-    code, _, err = run(capsys, "train", "pg", "--init", init, "--set", setting)
+def test_bad_settings_give_one_line_naming_the_field(cli, init, setting, field):
+    code, _, err = cli("train", "pg", "--init", init, "--set", setting)
     assert code == 2
     assert err.count("\n") == 1 and field in err and err.startswith("arl: error:")
 
 
-def test_bad_config_file_and_init(capsys, tmp_path):
+def test_bad_config_file_and_init(cli, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"group_size": "eight"}')
-    code, _, err = run(capsys, "train", "pg", "--config", str(bad))
+    code, _, err = cli("train", "pg", "--config", str(bad))
     assert code == 2 and "group_size" in err and err.count("\n") == 1
-    code, _, err = run(capsys, "train", "pg", "--init", str(tmp_path / "missing"))
+    code, _, err = cli("train", "pg", "--init", str(tmp_path / "missing"))
     assert code == 2 and "--init" in err
 
 
