@@ -37,9 +37,19 @@ OPS = FIX_OPS + ("hardcode_tests",)
 GENERIC_NAMES = ("x", "xs", "i", "n")  # what play without reading guesses for `init`
 MALFORMED_REASONS = ("empty", "unterminated", "unknown_tool", "unknown_op", "missing_arg",
                      "extra_args", "bad_arg")  # fmt: skip
-OBS_WORDS = ("fix", "ok", "error", "no_change", "malformed", "passed", "of", "submitted") + (
-    MALFORMED_REASONS
-)
+OBS_WORDS = ("fix", "ok", "error", "no_change", "edit_used", "malformed", "passed", "of",
+             "submitted") + MALFORMED_REASONS  # fmt: skip
+
+
+def identifier_pieces(name: str) -> list[str]:
+    """An identifier as the pieces a tokenizer would share: `compute_values` -> compute _ values."""
+    parts = name.split("_")
+    if len(parts) == 1 or not all(parts):
+        return [name]
+    out = [parts[0]]
+    for p in parts[1:]:
+        out += ["_", p]
+    return out
 
 
 def source_words(source: str) -> list[str]:
@@ -52,6 +62,8 @@ def source_words(source: str) -> list[str]:
                 continue
             if tok.type == tokenize.NUMBER and not (tok.string.isdigit() and len(tok.string) == 1):
                 words.append(NUM)
+            elif tok.type == tokenize.NAME:
+                words += identifier_pieces(tok.string)
             else:
                 words.append(tok.string)
     except (tokenize.TokenError, IndentationError, SyntaxError):
@@ -91,12 +103,12 @@ def _index(words: tuple[str, ...]) -> dict[str, int]:
 @cache
 def default_vocab() -> Vocab:
     """The vocabulary of the BugFix gym: specials, call grammar, observation words, listings."""
-    from arl.gym.tasks import all_tasks
+    from arl.gym.tasks import ACCUMULATORS, NAME_NOUNS, NAME_VERBS, all_tasks
 
     words: list[str] = list(SPECIALS) + list(TOOLS) + list(OPS) + list(OBS_WORDS)
     words += list(GENERIC_NAMES) + [str(d) for d in range(10)] + ["-", "[", "]", ",", "==", "if"]
+    words += list(NAME_VERBS) + ["_"] + list(NAME_NOUNS) + list(ACCUMULATORS)
     for task in all_tasks():
-        words.append(task.name)
         words += source_words(task.correct_source) + source_words(task.buggy_source)
     seen: dict[str, None] = {}
     for w in words:
@@ -108,8 +120,8 @@ def default_vocab() -> Vocab:
 
 
 def prompt_words(task_name: str) -> list[str]:
-    """The issue: it names the function to fix."""
-    return [BOS, "fix", task_name]
+    """The issue: it names the function to fix (in pieces, as the listing shows it)."""
+    return [BOS, "fix", *identifier_pieces(task_name)]
 
 
 def render_prompt(task_name: str, vocab: Vocab) -> tuple[list[int], list[int]]:

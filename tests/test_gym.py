@@ -5,12 +5,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arl.errors import ArlError
+from arl.eval.metrics import evaluate
 from arl.gym.check import check_env
 from arl.gym.env import BugFixEnv, EnvConfig, apply_edit
 from arl.gym.exploits import is_hardcoded
 from arl.gym.policies import blind, oracle
-from arl.gym.tasks import FAMILIES, all_tasks, get_task, run_tests, tasks_for
-from arl.text import END, default_vocab
+from arl.gym.tasks import (
+    ACCUMULATORS,
+    FAMILIES,
+    SPLITS,
+    all_tasks,
+    get_task,
+    piece_vote_guess,
+    run_tests,
+    tasks_for,
+)
+from arl.rollout import scripted_rollout
+from arl.text import END, default_vocab, render_prompt
 
 
 def test_task_counts_and_name_split():
@@ -19,9 +30,87 @@ def test_task_counts_and_name_split():
     for fam in FAMILIES:
         assert sum(t.family == fam for t in train) == 4
         assert sum(t.family == fam for t in held) == 2
-    train_words = {w for t in train for w in t.correct_source.replace("(", " ").split()}
-    for t in held:  # held-out function names never occur in training
-        assert t.name not in train_words
+    assert len({t.name for t in all_tasks()}) == 30
+    train_names = {t.name for t in train}
+    for t in held:  # a held-out name never occurs in training as a whole
+        assert t.name not in train_names
+
+
+# --- shortcuts: for each thing the gym tells a policy, a scripted policy that tries it ---------
+
+
+def test_a_held_out_name_shares_its_pieces_with_training_names(vocab):
+    train = tasks_for("train")
+    for t in tasks_for("heldout"):
+        for piece in t.name.split("_"):
+            families = {u.family for u in train if piece in u.name.split("_")}
+            assert len(families) >= 2, (t.name, piece)  # trained, and names no family
+        ids, _ = render_prompt(t.name, vocab)
+        assert vocab.id("<unk>") not in ids
+
+
+def test_no_name_piece_names_a_family():
+    train = tasks_for("train")
+    for piece in {p for t in train for p in t.name.split("_")}:
+        fams = [t.family for t in train if piece in t.name.split("_")]
+        assert len(fams) == len(set(fams)), piece  # at most once per family
+    # a policy that votes on name pieces is no better than chance on held-out tasks
+    lookup = {t.name: t.family for t in train}
+    hits = sum(piece_vote_guess(t.name, lookup)[t.family] for t in tasks_for("heldout"))
+    assert hits <= len(tasks_for("heldout")) / len(FAMILIES)
+
+
+def test_test_before_an_edit_says_nothing_about_the_family():
+    for t in all_tasks():  # every public case fails before the fix: always "passed 0 of 3"
+        assert sum(run_tests(t.buggy_source, t.public)) == 0, t.name
+
+
+def test_a_wrong_edit_is_not_free():
+    task = get_task("copy_list")  # range family
+    env = BugFixEnv(task)
+    env.reset(seed=0)
+    assert env.step(["edit", "div", END])[0] == ["error", "no_change"]
+    assert env.step(["edit", "range", END])[0] == ["error", "edit_used"]  # too late
+    _, r, term, _, info = env.step(["submit", END])
+    assert term and r == 0.0 and not info["hidden_pass"]
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_the_search_policy_stays_at_guessing_level(split):
+    tasks = tasks_for(split)
+    search_rate = evaluate("search", tasks, 40, seed=3)[0]["pass_rate"]
+    blind_rate = evaluate("blind", tasks, 40, seed=3)[0]["pass_rate"]
+    assert search_rate <= 0.3 and abs(search_rate - blind_rate) < 0.06
+    # where a wrong edit is free, the same policy finds every family but init
+    free = sum(_search_with_free_edits(t) for t in tasks) / len(tasks)
+    assert free >= 0.75
+
+
+def _search_with_free_edits(task) -> bool:
+    """Try each fixing op on the source in turn until the public tests pass (no read)."""
+    for op in ("range", "compare", "minmax", "div"):
+        new = apply_edit(task.buggy_source, task, op, None)
+        if new and all(run_tests(new, task.public)):
+            return all(run_tests(new, task.hidden))
+    return False
+
+
+def test_the_accumulator_is_named_per_episode_and_only_a_read_shows_it():
+    task = get_task("sum_list")
+    env = BugFixEnv(task)
+    names = {env.reset(seed=s)[1]["accumulator"] for s in range(12)}
+    assert names == set(ACCUMULATORS)
+    obs, info = env.reset(seed=5, options={"accumulator": "tally"})
+    assert info["accumulator"] == "tally" and "tally" not in obs
+    assert "tally" in env.step(["read", END])[0]
+    assert env.step(["edit", "init", "tally", END])[0] == ["ok"]
+    assert env.step(["submit", END])[4]["hidden_pass"]
+    env.reset(seed=5, options={"accumulator": "tally"})
+    assert env.step(["edit", "init", "total", END])[0] == ["error", "no_change"]
+    # the oracle demonstrations (seed 0) name the four training init accumulators apart
+    inits = [t for t in tasks_for("train") if t.family == "init"]
+    demo = {scripted_rollout("oracle", t, seed=0).info["accumulator"] for t in inits}
+    assert len(demo) == 4
 
 
 @pytest.mark.parametrize("task", all_tasks(), ids=lambda t: t.name)
@@ -46,8 +135,8 @@ def test_edit_ops_on_hand_sources():
         apply_edit("for i in range(len(xs) - 1):", task, "range", None)
         == "for i in range(len(xs)):"
     )
-    assert apply_edit("  total = 1\n", task, "init", "total") == "  total = 0\n"
-    assert apply_edit("  total = 1\n", task, "init", "x") is None  # a generic guess misses
+    assert apply_edit("  total = None\n", task, "init", "total") == "  total = 0\n"
+    assert apply_edit("  total = None\n", task, "init", "x") is None  # a generic guess misses
     assert apply_edit("b = min(b, x)", task, "minmax", None) == "b = max(b, x)"
     assert apply_edit("return s // 2", task, "div", None) == "return s / 2"
 
@@ -88,7 +177,7 @@ def test_rewards_hidden_public_fraction_mixed():
 
 def test_step_penalty_and_truncation_rules():
     task = get_task("copy_list")
-    fix_no_submit = [["edit", "range", END]] + [["test", END]] * 5
+    fix_no_submit = [["edit", "range", END]] + [["test", END]] * 5  # 6 turns, no submit
     _, r, term, trunc, info = _episode(task, fix_no_submit)
     assert (r, term, trunc, info["hidden_pass"]) == (0.0, False, True, False)
     _, r, _, trunc, info = _episode(task, fix_no_submit, EnvConfig(truncation="score"))

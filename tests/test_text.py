@@ -3,6 +3,7 @@ from arl.text import (
     END,
     Call,
     Malformed,
+    identifier_pieces,
     parse_call,
     render_episode,
     render_observation,
@@ -36,13 +37,29 @@ def test_parse_call_names_why():
     assert parse_call(["edit", "init", "a", "b", END]) == Malformed("extra_args")
 
 
+def test_identifiers_split_into_shared_pieces():
+    assert identifier_pieces("compute_values") == ["compute", "_", "values"]
+    assert identifier_pieces("xs") == ["xs"] and identifier_pieces("_x") == ["_x"]
+    assert source_words("def apply_data(xs):\n") == [
+        "def",
+        "apply",
+        "_",
+        "data",
+        "(",
+        "xs",
+        ")",
+        ":",
+    ]
+
+
 def test_renderer_owners(vocab):
-    ids, owners = render_prompt("sum_list", vocab)
-    assert owners == [PROMPT] * 3 and vocab.decode(ids) == ["<bos>", "fix", "sum_list"]
+    ids, owners = render_prompt("compute_values", vocab)
+    assert owners == [PROMPT] * 5
+    assert vocab.decode(ids) == ["<bos>", "fix", "compute", "_", "values"]
     ids, owners = render_observation(["ok"], vocab)
     assert vocab.decode(ids) == ["<obs>", "ok", "</obs>"] and owners == [TEMPLATE, ENV, TEMPLATE]
     ids, owners = render_observation(["ok"], vocab, wrap=False)
     assert vocab.decode(ids) == ["ok"] and owners == [ENV]
     call = vocab.encode(["submit", END])
-    ids, owners = render_episode("sum_list", [call], [None], vocab)
-    assert owners == [PROMPT] * 3 + [POLICY] * 2
+    ids, owners = render_episode("compute_values", [call], [None], vocab)
+    assert owners == [PROMPT] * 5 + [POLICY] * 2

@@ -5,12 +5,54 @@ from __future__ import annotations
 import argparse
 
 from arl.cli.args import positive_int
+from arl.experiments import ch15_table
 
 
 def cmd_ch15(args: argparse.Namespace) -> int:
+    """Run the seeds, then print the table, the costs and where the files went."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
     from arl.experiments import ch15
 
-    return ch15.main(args)
+    cfg = ch15.Ch15Config()
+    cfg = cfg.quick() if args.quick else cfg
+    seeds = [args.seed + i for i in range(args.seeds)]
+    workers = args.workers or min(len(seeds), os.cpu_count() or 1)
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    log(f"arl reproduce ch15: seeds {seeds[0]}..{seeds[-1]} in {workers} process(es)"
+        f"{' (quick settings)' if args.quick else ''}; progress lines follow")  # fmt: skip
+    payload = ch15.run_seeds(cfg, seeds, Path(args.out), quick=args.quick, workers=workers,
+                             overwrite=args.overwrite, log=log)  # fmt: skip
+    table, runs, out = payload["table"], payload["runs"], Path(args.out)
+    title = f"Chapter 15 reproduced (seeds {seeds[0]}..{seeds[-1]})"
+    if args.quick:
+        title += " -- QUICK settings: too small to reproduce anything; verdicts are not results"
+    view = Table(title=title, show_lines=True)
+    for col in ("quantity", "book", "measured (seed mean)", "reproduced"):
+        view.add_column(col, overflow="fold")
+    for row in table:
+        ok = "[green]yes[/]" if row["reproduced"] else "[red]no[/]"
+        view.add_row(row["quantity"], row["book"], ch15_table.with_se(row),
+                     f"{ok} ({row['seeds_holding']}/{row['seeds']})")  # fmt: skip
+    console = Console()
+    console.print(view)
+    costs = Table(title="What each recipe consumed (evaluation episodes not counted)")
+    for col in ("recipe", "demonstrations", "sampled episodes", "verifier calls"):
+        costs.add_column(col, justify="left" if col == "recipe" else "right")
+    for recipe, c in runs[0]["recipes"]["cost"].items():
+        costs.add_row(recipe, *(str(c[k]) for k in ("demonstrations", "sampled_episodes",
+                                                     "verifier_calls")))  # fmt: skip
+    console.print(costs)
+    times = [sum(R["timings_s"].values()) for R in runs]
+    console.print(f"time per seed: {min(times):.0f}-{max(times):.0f} s of compute")
+    console.print(f"wrote {out / 'results.json'}, {out / 'table.md'}, "
+                  f"{', '.join(payload['figures'])} and checkpoints/")  # fmt: skip
+    return 0
 
 
 def cmd_problem(args: argparse.Namespace) -> int:
@@ -25,9 +67,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     rs = p.add_subparsers(dest="experiment", required=True, parser_class=type(p))
 
     c = rs.add_parser("ch15", help="Chapter 15: SFT, RFT and expert iteration, DPO, four recipes")
-    c.add_argument("--quick", action="store_true", help="a reduced run (minutes -> seconds)")
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--seeds", type=positive_int, default=1, help="repeat over N seeds")
+    c.add_argument(
+        "--quick",
+        action="store_true",
+        help="a reduced run that only checks every section runs (no verdicts)",
+    )
+    c.add_argument("--seed", type=int, default=0, help="first seed")
+    c.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=1,
+        help="N seeds (seed .. seed+N-1): numbers as mean +- SE, rows as k/N",
+    )
+    c.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        help="parallel processes (default: one per core, at most one per seed)",
+    )
+    c.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished or different run in --out (default: refuse; a "
+        "partial run with the same settings is resumed)",
+    )
     c.add_argument("--out", default="runs/ch15", help="output directory")
     c.set_defaults(func=cmd_ch15)
 

@@ -13,11 +13,11 @@ import torch
 
 from arl.batch import collate
 from arl.gym.env import EnvConfig
-from arl.gym.tasks import Task
+from arl.gym.tasks import ACCUMULATORS, Task
 from arl.losses import token_logprobs
 from arl.model import TinyAgent
 from arl.rollout import episode_seed, rollout_batch, scripted_rollout
-from arl.text import default_vocab
+from arl.text import END, default_vocab, render_observation, render_prompt, source_words
 from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE, Trajectory
 
 
@@ -99,6 +99,38 @@ def evaluate(
     if isinstance(policy, TinyAgent):
         metrics["action_entropy"], metrics["first_call_entropy"] = action_entropy(policy, trajs)
     return metrics, trajs
+
+
+@torch.no_grad()
+def copy_probe(model: TinyAgent, tasks: Sequence[Task]) -> dict[str, float]:
+    """Does the policy copy the accumulator it was shown? (the `init` family's skill)
+
+    For every init task and every name in ACCUMULATORS, feed the oracle's prefix (the
+    issue, `read`, the listing with that accumulator, `edit init`) and check whether
+    the most likely next token is the name shown. A policy that emits a memorized
+    name scores about 1 / len(ACCUMULATORS).
+    """
+    vocab = default_vocab()
+    rows: list[tuple[list[int], int]] = []
+    for task in (t for t in tasks if t.family == "init"):
+        for name in ACCUMULATORS:
+            ids, _ = render_prompt(task.name, vocab)
+            ids += vocab.encode(["read", END])
+            ids += render_observation(source_words(task.renamed(name).buggy_source), vocab)[0]
+            ids += vocab.encode(["edit", "init"])
+            rows.append((ids, vocab.id(name)))
+    if not rows:
+        return {"copy_rate": float("nan"), "probes": 0}
+    was_training = model.training
+    model.eval()
+    L = max(len(ids) for ids, _ in rows)
+    x = torch.tensor([ids + [0] * (L - len(ids)) for ids, _ in rows])  # (N, L), right-padded
+    logits, _ = model(x)  # (N, L, V); causal, so padding after a row's end changes nothing
+    last = torch.tensor([len(ids) - 1 for ids, _ in rows])  # (N,)
+    guess = logits[torch.arange(len(rows)), last].argmax(-1)  # (N,)
+    target = torch.tensor([t for _, t in rows])  # (N,)
+    model.train(was_training)
+    return {"copy_rate": float((guess == target).float().mean()), "probes": len(rows)}
 
 
 def token_accounting(trajs) -> dict:

@@ -1,7 +1,9 @@
 """The BugFix environment: Gymnasium-style reset/step over one task, tools, rewards, budgets.
 
 Actions are the policy's words for one call (ending in <end>); observations are
-words (a listing, a test summary, an edit result, or an error). Nothing the
+words (a listing, a test summary, an edit result, or an error). One edit per
+episode: a second one is refused (`error edit_used`), so a wrong guess costs the
+episode instead of revealing the family by trial and error. Nothing the
 policy emits can crash it: a call that does not parse is a malformed call, counted,
 and answered with an error observation.
 """
@@ -16,7 +18,7 @@ from typing import Any
 
 from arl.errors import ArlError
 from arl.gym.exploits import is_hardcoded
-from arl.gym.tasks import Task, run_tests
+from arl.gym.tasks import ACCUMULATORS, Task, run_tests, task_position
 from arl.text import Call, Malformed, parse_call, prompt_words, source_words
 
 REWARDS = ("hidden", "public", "fraction", "mixed")
@@ -60,7 +62,7 @@ class EnvConfig:
 
 
 def _edit_init(src: str, name: str | None) -> str | None:
-    pattern = re.compile(rf"^(\s*){re.escape(name or '')} = (-?\d+)$", re.M)
+    pattern = re.compile(rf"^(\s*){re.escape(name or '')} = (-?\d+|None)$", re.M)
     m = pattern.search(src)
     if not name or m is None or m.group(2) == "0":
         return None
@@ -127,20 +129,35 @@ class BugFixEnv:
         self.task = task
         self.config = config or EnvConfig()
         self._rng = random.Random(0)
+        self.instance = task
         self.source = task.buggy_source
         self._done = True
 
-    # Gymnasium: reset(*, seed=None) -> (obs, info)
-    def reset(self, *, seed: int | None = None) -> tuple[list[str], dict[str, Any]]:
+    # Gymnasium: reset(*, seed=None, options=None) -> (obs, info)
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[str], dict[str, Any]]:
+        """Start an episode. The accumulator is named by the seed, or by
+        `options={"accumulator": NAME}`: ACCUMULATORS[(seed + task position) % 6], so seed 0
+        (the oracle demonstrations) gives the four training init tasks four different names."""
         if seed is not None:
             self._rng = random.Random(seed)
-        self.source = self.task.buggy_source
+        k = seed if seed is not None else self._rng.randrange(len(ACCUMULATORS))
+        acc = (options or {}).get("accumulator") or ACCUMULATORS[
+            (k + task_position(self.task)) % len(ACCUMULATORS)
+        ]
+        if acc not in ACCUMULATORS:
+            raise ArlError(f"accumulator: unknown {acc!r} (choose from {', '.join(ACCUMULATORS)})")
+        self.instance = self.task.renamed(acc)
+        self.source = self.instance.buggy_source
         self.turns = 0
         self.malformed = 0
         self.did_read = False
+        self.edited = False
         self.first_call: str | None = None
         self._done = False
-        return prompt_words(self.task.name), {"task": self.task.name}
+        info = {"task": self.task.name, "accumulator": self.instance.accumulator}
+        return prompt_words(self.task.name), info
 
     # Gymnasium: step(a) -> (obs, reward, terminated, truncated, info)
     def step(self, words: Sequence[str]) -> tuple[list[str], float, bool, bool, dict[str, Any]]:
@@ -172,6 +189,9 @@ class BugFixEnv:
             return ["passed", str(passed), "of", str(len(self.task.public))], False
         if call.tool == "submit":
             return ["submitted"], True
+        if self.edited:  # one edit per episode: trial and error costs the episode
+            return ["error", "edit_used"], False
+        self.edited = True
         new = apply_edit(self.source, self.task, call.op, call.arg)
         if new is None:
             return ["error", "no_change"], False
@@ -223,4 +243,5 @@ class BugFixEnv:
             "read": self.did_read,
             "first_call": self.first_call,
             "hacked": hacked,
+            "accumulator": self.instance.accumulator,
         }

@@ -1,4 +1,4 @@
-"""Scripted policies: oracle, blind, random and hardcode.
+"""Scripted policies: oracle, blind, search, random and hardcode.
 
 Each maps the observation history (prompt words first) to the words of its next
 call. They act on observations only, never on the task's hidden family: the
@@ -11,8 +11,10 @@ import random
 from collections.abc import Callable, Sequence
 
 from arl.errors import ArlError
+from arl.gym.env import EnvConfig
 from arl.text import END, FIX_OPS, GENERIC_NAMES, OPS, TOOLS
 
+MAX_TURNS = EnvConfig().max_turns
 History = Sequence[Sequence[str]]  # observations so far; history[0] is the prompt
 ScriptedPolicy = Callable[[History, random.Random], list[str]]
 
@@ -28,8 +30,8 @@ def op_from_listing(listing: Sequence[str]) -> list[str]:
         return ["edit", "compare"]
     if "-" in words:
         return ["edit", "range"]
-    for i in range(1, len(words) - 1):  # `acc = 1`: the accumulator starts wrong
-        if words[i] == "=" and words[i + 1] == "1":
+    for i in range(1, len(words) - 1):  # `acc = None`: the accumulator is never set
+        if words[i] == "=" and words[i + 1] == "None":
             return ["edit", "init", words[i - 1]]
     return ["test"]
 
@@ -55,6 +57,22 @@ def blind_edit(rng: random.Random) -> list[str]:
 def blind(history: History, rng: random.Random) -> list[str]:
     """Guess a fixing op without reading, then submit."""
     return (blind_edit(rng) if len(history) == 1 else ["submit"]) + [END]
+
+
+def search(history: History, rng: random.Random) -> list[str]:
+    """Never read: edit, test, and edit again until the public tests pass, then submit.
+
+    The trial-and-error shortcut: where a wrong edit is free, it finds every family but
+    `init`; where the gym allows one edit per episode, it is no better than `blind`.
+    """
+    turn, last = len(history) - 1, list(history[-1])
+    if last[:1] == ["passed"] and last[1] == last[3]:  # all public tests pass
+        return ["submit", END]
+    if turn >= MAX_TURNS - 1:
+        return ["submit", END]
+    if last[:1] in (["ok"], ["error"]) and turn % 2 == 1:  # after an edit: test it
+        return ["test", END]
+    return blind_edit(rng) + [END]
 
 
 def hardcode(history: History, rng: random.Random) -> list[str]:
@@ -91,6 +109,7 @@ SCRIPTED: dict[str, ScriptedPolicy] = {
     "blind": blind,
     "random": random_policy,
     "hardcode": hardcode,
+    "search": search,
     "random_wellformed": random_wellformed,
 }
 

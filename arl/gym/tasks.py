@@ -6,7 +6,7 @@ issue, and each family's cue is exclusive to it:
 
 | family    | correct           | buggy                  | cue in listing | fixing op          |
 |-----------|-------------------|------------------------|----------------|--------------------|
-| init      | `acc = 0`         | `acc = 1`              | `= 1`          | `edit init <acc>`  |
+| init      | `acc = 0`         | `acc = None`           | `None`         | `edit init <acc>`  |
 | range     | `range(len(xs))`  | `range(len(xs) - 1)`   | `-`            | `edit range`       |
 | compare   | `x <= t`          | `x < t`                | `<` or `>`     | `edit compare`     |
 | minmax    | `max(...)`        | `min(...)` (or back)   | `min` / `max`  | `edit minmax`      |
@@ -14,14 +14,27 @@ issue, and each family's cue is exclusive to it:
 
 `init` needs the accumulator's name as an argument, which only a read shows, so
 play that never reads cannot fix it. Four training functions and two held-out
-functions per family; held-out names never occur in training.
+functions per family.
+
+Two things keep the gym free of shortcuts (each is tested by a scripted policy that
+tries it):
+
+- Names carry no family. A function is named `VERB_NOUN` from two small shared
+  inventories, assigned at random so that every piece of a held-out name occurs in
+  training under at least two families, and voting on the pieces guesses no better
+  than chance. The renderer splits names into pieces (`compute _ values`), as a real
+  tokenizer would, so a held-out name is never an untrained embedding.
+- The accumulator's name is drawn per episode from `ACCUMULATORS` (`Task.renamed`),
+  so `edit init NAME` can only be right by copying it from the listing.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import textwrap
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from functools import cache
 
 from arl.errors import ArlError
@@ -29,11 +42,16 @@ from arl.errors import ArlError
 FAMILIES: tuple[str, ...] = ("init", "range", "compare", "minmax", "div")
 SPLITS: tuple[str, ...] = ("train", "heldout")
 N_PUBLIC, N_HIDDEN = 3, 5
+# Function names are VERB_NOUN; both inventories are shared by every family.
+NAME_VERBS: tuple[str, ...] = ("compute", "process", "update", "apply", "build", "handle")
+NAME_NOUNS: tuple[str, ...] = ("values", "items", "data", "numbers", "entries")
+# What a numeric accumulator (`total = 0`) is called in one episode.
+ACCUMULATORS: tuple[str, ...] = ("total", "count", "acc", "result", "tally", "score")
 
 # (family, split, argument kinds, correct source). Argument kinds: "xs" a list of ints,
 # "xs+" a non-empty list, "t" an int threshold, "t+" a positive int.
 _SPECS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
-    # --- init: the accumulator starts at 1 instead of 0 ---
+    # --- init: the accumulator starts at None instead of 0 ---
     (
         "init",
         "train",
@@ -423,13 +441,14 @@ class TestCase:
 class Task:
     """A buggy function with public tests (visible through the `test` tool) and hidden tests."""
 
-    name: str  # the function's name, which the issue names
+    name: str  # the function's name (VERB_NOUN), which the issue names
     family: str
     split: str
     buggy_source: str
     correct_source: str
     public: tuple[TestCase, ...]
     hidden: tuple[TestCase, ...]
+    about: str = ""  # what the function does, e.g. "sum_list" (for people; never shown)
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -438,16 +457,30 @@ class Task:
 
     @property
     def accumulator(self) -> str | None:
-        """The name `edit init` must be given (init family only)."""
-        if self.family != "init":
-            return None
-        return self.correct_source.splitlines()[1].split("=")[0].strip()
+        """The numeric accumulator (`NAME = 0` on the first body line), if there is one.
+
+        For the init family this is the name `edit init` must be given.
+        """
+        m = _ACC_LINE.match(self.correct_source.splitlines()[1])
+        return m.group(1) if m else None
+
+    def renamed(self, accumulator: str) -> Task:
+        """The same task with its accumulator called `accumulator` (tests are unchanged)."""
+        old = self.accumulator
+        if old is None or old == accumulator:
+            return self
+        sub = lambda src: re.sub(rf"\b{old}\b", accumulator, src)  # noqa: E731
+        return replace(self, buggy_source=sub(self.buggy_source),
+                       correct_source=sub(self.correct_source))  # fmt: skip
+
+
+_ACC_LINE = re.compile(r"^\s+(\w+) = 0$")
 
 
 def inject_bug(family: str, source: str) -> str:
     """Turn a correct source into its family's buggy version (the inverse of the fixing op)."""
-    if family == "init":
-        return source.replace(" = 0\n", " = 1\n", 1)
+    if family == "init":  # the accumulator is never set to a number
+        return source.replace(" = 0\n", " = None\n", 1)
     if family == "range":
         return source.replace("range(len(xs))", "range(len(xs) - 1)", 1)
     if family == "compare":
@@ -498,20 +531,32 @@ _SAFE_BUILTINS = {"len": len, "range": range, "min": min, "max": max, "abs": abs
 def _generate_tests(
     name: str, kinds: tuple[str, ...], correct: str, buggy: str
 ) -> tuple[tuple[TestCase, ...], tuple[TestCase, ...]]:
-    """Draw 3 public and 5 hidden distinct cases so the buggy version fails at least one of each."""
+    """Draw 3 public cases that the buggy version fails, then 5 hidden ones it does not all pass.
+
+    Every public case fails before the fix, so `test` before an edit always answers
+    "passed 0 of 3": the count says what an edit did, never which family the bug is in.
+    """
     good, bad = compile_function(correct), compile_function(buggy)
     rng = random.Random(f"arl-tests-{name}")
-    for _ in range(10_000):
-        cases: list[TestCase] = []
-        seen: set[str] = set()
-        while len(cases) < N_PUBLIC + N_HIDDEN:
+    seen: set[str] = set()
+
+    def draw() -> TestCase:
+        while True:
             args = _draw_args(kinds, rng)
-            if repr(args) in seen:
-                continue
-            seen.add(repr(args))
-            cases.append(TestCase(args, good(*_copy(args))))
-        public, hidden = cases[:N_PUBLIC], cases[N_PUBLIC:]
-        if not all(_passes(bad, c) for c in public) and not all(_passes(bad, c) for c in hidden):
+            if repr(args) not in seen:
+                seen.add(repr(args))
+                return TestCase(args, good(*_copy(args)))
+
+    public: list[TestCase] = []
+    for _ in range(10_000):
+        if len(public) == N_PUBLIC:
+            break
+        case = draw()
+        if not _passes(bad, case):
+            public.append(case)
+    for _ in range(10_000):
+        hidden = [draw() for _ in range(N_HIDDEN)]
+        if len(public) == N_PUBLIC and not all(_passes(bad, c) for c in hidden):
             return tuple(public), tuple(hidden)
     raise RuntimeError(f"could not draw discriminating tests for {name}")
 
@@ -543,17 +588,92 @@ def _equal(got, expected) -> bool:
     return type(got) is type(expected) and got == expected
 
 
+def piece_vote_guess(name: str, train: dict[str, str]) -> dict[str, float]:
+    """What a policy keyed on name pieces would guess: P(family) from training names sharing a piece.
+
+    `train` maps training names to families; ties split the guess evenly.
+    """
+    votes = Counter(f for n, f in train.items() for piece in name.split("_")
+                    if piece in n.split("_"))  # fmt: skip
+    if not votes:
+        return {f: 1 / len(FAMILIES) for f in FAMILIES}
+    top = max(votes.values())
+    best = [f for f in FAMILIES if votes[f] == top]
+    return {f: (1 / len(best) if f in best else 0.0) for f in FAMILIES}
+
+
+def _names_ok(names: dict[tuple[str, str], str]) -> bool:
+    """No piece names a family: in training each piece occurs at most once per family, every
+    held-out piece occurs in training under >= 2 families, and piece votes are chance."""
+    train = {n: f for (f, split), ns in _group(names).items() if split == "train" for n in ns}
+    held = {n: f for (f, split), ns in _group(names).items() if split == "heldout" for n in ns}
+    uses = Counter((piece, f) for n, f in train.items() for piece in n.split("_"))
+    if max(uses.values()) > 1:
+        return False
+    for n in held:
+        for piece in n.split("_"):
+            if len({f for m, f in train.items() if piece in m.split("_")}) < 2:
+                return False
+    hits = sum(piece_vote_guess(n, train)[f] for n, f in held.items())
+    return hits <= len(held) / len(FAMILIES)
+
+
+def _group(names: dict[tuple[str, str], str]) -> dict[tuple[str, str], list[str]]:
+    out: dict[tuple[str, str], list[str]] = {}
+    for (family, split, _about), name in ((k[:3], v) for k, v in names.items()):
+        out.setdefault((family, split), []).append(name)
+    return out
+
+
+@cache
+def _assign_names() -> dict[str, str]:
+    """About -> VERB_NOUN: a fixed random assignment that passes `_names_ok` (first that does).
+
+    Each attempt draws training names slot by slot among the pairs whose pieces the family
+    has not used yet, then held-out names among the unused pairs.
+    """
+    pairs = [f"{v}_{n}" for v in NAME_VERBS for n in NAME_NOUNS]
+    keys = [(family, split, _about(listing)) for family, split, _, listing in _SPECS]
+    order = sorted(range(len(keys)), key=lambda i: SPLITS.index(keys[i][1]))  # train first
+    for attempt in range(10_000):
+        rng = random.Random(f"arl-names-{attempt}")
+        used: set[str] = set()
+        drawn: dict[int, str] = {}
+        for i in order:
+            family, split = keys[i][:2]
+            taken = {p for k, n in drawn.items() if keys[k][:2] == (family, "train")
+                     for p in n.split("_")}  # fmt: skip
+            free = [p for p in pairs if p not in used
+                    and (split != "train" or not taken & set(p.split("_")))]  # fmt: skip
+            if not free:
+                break
+            drawn[i] = rng.choice(free)
+            used.add(drawn[i])
+        if len(drawn) == len(keys):
+            names = {keys[i]: n for i, n in drawn.items()}
+            if _names_ok(names):
+                return {k[2]: v for k, v in names.items()}
+    raise RuntimeError("no name assignment passes the shortcut checks")
+
+
+def _about(listing: str) -> str:
+    return textwrap.dedent(listing).lstrip("\n").split("(", 1)[0].removeprefix("def ")
+
+
 @cache
 def all_tasks() -> tuple[Task, ...]:
     """Every task, in a fixed order: train tasks first, then held-out ones."""
+    names = _assign_names()
     tasks = []
     for family, split, kinds, listing in _SPECS:
-        correct = textwrap.dedent(listing).lstrip("\n")
-        name = correct.split("(", 1)[0].removeprefix("def ")
+        about = _about(listing)
+        correct = (
+            textwrap.dedent(listing).lstrip("\n").replace(f"def {about}(", f"def {names[about]}(")
+        )
         buggy = inject_bug(family, correct)
-        assert buggy != correct, name
-        public, hidden = _generate_tests(name, kinds, correct, buggy)
-        tasks.append(Task(name, family, split, buggy, correct, public, hidden))
+        assert buggy != correct, about
+        public, hidden = _generate_tests(about, kinds, correct, buggy)
+        tasks.append(Task(names[about], family, split, buggy, correct, public, hidden, about))
     tasks.sort(key=lambda t: SPLITS.index(t.split))
     return tuple(tasks)
 
@@ -565,10 +685,20 @@ def tasks_for(split: str) -> tuple[Task, ...]:
     return tuple(t for t in all_tasks() if t.split == split)
 
 
+def task_position(task: Task) -> int:
+    """The task's index in `all_tasks()` (train first), or 0 for a task built elsewhere."""
+    return _positions().get(task.name, 0)
+
+
+@cache
+def _positions() -> dict[str, int]:
+    return {t.name: i for i, t in enumerate(all_tasks())}
+
+
 def get_task(name: str) -> Task:
-    """Look a task up by its function name."""
+    """Look a task up by its function name (or by what it does, e.g. 'sum_list')."""
     for t in all_tasks():
-        if t.name == name:
+        if name in (t.name, t.about):
             return t
     names = ", ".join(t.name for t in all_tasks())
     raise ArlError(f"unknown task {name!r} (choose from {names})")

@@ -1,0 +1,128 @@
+"""The Chapter 15 rules: the book's own numbers pass every rule, and each rule fails on a
+hand-made result that breaks its claim (and only that rule)."""
+
+import copy
+
+import pytest
+
+from arl.experiments.ch15_table import above, aggregate, markdown, rows, se
+
+
+def book_result() -> dict:
+    """One seed's results as the book reports them (Chapter 15), in `ch15.run`'s layout."""
+    curve = [
+        {"step": 0, "train": 0.14, "heldout": 0.14, "train_entropy": 0.25, "train_malformed": 0.06},
+        {"step": 20, "train": 0.80, "heldout": 0.70, "train_entropy": 0.1, "train_malformed": 0.02},
+        {"step": 40, "train": 0.99, "heldout": 0.92, "train_entropy": 0.02, "train_malformed": 0.0},
+        {"step": 60, "train": 0.99, "heldout": 0.93, "train_entropy": 0.02, "train_malformed": 0.0},
+    ]
+    fam = {"init": 0.0, "range": 0.3, "compare": 0.4, "minmax": 0.2, "div": 0.1}
+    ei = [(0.33, 84, 21), (0.68, 84, 21), (0.74, 150, 30), (0.75, 160, 30)]
+    return {
+        "eval_n": {"train": 80, "heldout": 40},
+        "tokens": {"action_share": 0.19, "observation_share": 0.63, "masked_loss_init": 5.8,
+                   "unmasked_loss_init": 5.75, "log_vocab": 5.76},
+        "sft": {
+            "weak_base": {"train": 0.14, "heldout": 0.14, "train_malformed": 0.06,
+                          "train_read": 0.29, "train_entropy": 0.25,
+                          "train_first_call_entropy": 0.5},
+            "oracle_sft_curve": curve,
+            "cold_start": {"step": 20, "train_pass": 0.8, "reached": True},
+            "copy_probe": {"weak_base": 0.0, "oracle_sft": 0.95},
+        },
+        "rft": {
+            "identity": {"relative_error": 1e-7, "kept_token_ratio": 0.0935,
+                         "cosine_mean_baseline_sft": 0.985, "success_rate": 0.11},
+            "rounds": [{"train": tr, "heldout": 0.15, "family_share": fam, "kept": k,
+                        "distinct_action_sequences": d} for tr, k, d in ei],
+        },
+        "public_rft": {"rounds": [
+            {"hack_share": 0.42, "train_public": 0.6, "train": 0.35},
+            {"hack_share": 0.55, "train_public": 0.9, "train": 0.35},
+            {"hack_share": 0.64, "train_public": 0.97, "train": 0.35},
+        ]},
+        "dpo": {
+            "dpo": [{"rejected_delta": -45.0, "chosen_delta": 0.74, "train": 0.41,
+                     "train_malformed": 2.2, "heldout": 0.0}],
+            "dpo_nll": [{"rejected_delta": -20.0, "chosen_delta": 1.89, "train": 0.69,
+                         "train_malformed": 0.7, "heldout": 0.17}],
+        },
+        "recipes": {"curves": {
+            "oracle_sft": [{"step": 60, "train": 0.99, "heldout": 0.93}],
+            "rft": [{"step": 60, "train": 0.74, "heldout": 0.15}],
+            "sft_then_rl": [{"step": 60, "train": 0.96, "heldout": 0.95}],
+            "rl_only": [{"step": 60, "train": 0.36, "heldout": 0.30}],
+        }},
+        "groups": {"tasks": 10, "step_cold": {"mixed_fraction": 0.7},
+                   "step_final": {"mixed_fraction": 0.1}},
+        "template": {"malformed_per_episode": 0.62, "train_pass": 0.075,
+                     "nll_per_action_token": 0.82, "nll_per_action_token_matched": 0.01},
+    }  # fmt: skip
+
+
+def _curve_end(R, key, value):
+    R["sft"]["oracle_sft_curve"][-1][key] = value
+
+
+# row key -> a change that breaks exactly that claim
+BREAKS = {
+    "action_share": lambda R: R["tokens"].update(action_share=0.4),
+    "init_losses": lambda R: R["tokens"].update(unmasked_loss_init=4.0),
+    "weak_base": lambda R: R["sft"]["weak_base"].update(heldout=0.45),
+    "weak_entropy": lambda R: R["sft"]["weak_base"].update(train_entropy=0.7),
+    "oracle_sft": lambda R: _curve_end(R, "heldout", 0.75),
+    "oracle_sft_speed": lambda R: R["sft"]["oracle_sft_curve"][2].update(train=0.80),
+    "copy_probe": lambda R: R["sft"]["copy_probe"].update(oracle_sft=0.17),
+    "rft_identity": lambda R: R["rft"]["identity"].update(relative_error=0.01),
+    "expert_iteration": lambda R: R["rft"]["rounds"][-1].update(train=0.95),  # no plateau
+    "dpo": lambda R: R["dpo"]["dpo"][-1].update(heldout=0.12),  # held-out does not fall
+    "dpo_nll": lambda R: R["dpo"]["dpo_nll"][-1].update(train=0.45),  # not 2 SE above 0.41
+    "four_recipes": lambda R: R["recipes"]["curves"]["sft_then_rl"][-1].update(train=0.80),
+    "cold_start": lambda R: R["recipes"]["curves"]["rl_only"][-1].update(train=0.85),
+    "rl_only": lambda R: R["recipes"]["curves"]["oracle_sft"][-1].update(heldout=0.40),
+    "rft_transfer": lambda R: R["recipes"]["curves"]["rft"][-1].update(heldout=0.85),
+    "mixed_groups": lambda R: R["groups"]["step_final"].update(mixed_fraction=0.5),
+    "template_pass": lambda R: R["template"].update(nll_per_action_token=0.2),
+    "template_malformed": lambda R: R["template"].update(malformed_per_episode=0.015),
+    "kept_set": lambda R: R["rft"]["rounds"][1].update(distinct_action_sequences=60),
+    "public_rft": lambda R: R["public_rft"]["rounds"][-1].update(hack_share=0.3),
+}
+
+
+def test_the_books_own_numbers_pass_every_rule():
+    failing = [r.key for r in rows(book_result()) if not r.reproduced]
+    assert failing == []
+
+
+def test_every_row_has_a_break():
+    assert {r.key for r in rows(book_result())} == set(BREAKS)
+
+
+@pytest.mark.parametrize("key", sorted(BREAKS))
+def test_each_rule_fails_on_a_result_that_breaks_it(key):
+    R = copy.deepcopy(book_result())
+    BREAKS[key](R)
+    verdicts = {r.key: r.reproduced for r in rows(R)}
+    assert verdicts[key] is False
+    assert all(v for k, v in verdicts.items() if k != key), verdicts
+
+
+def test_margins_are_two_standard_errors():
+    assert se(0.5, 100) == pytest.approx(0.05, abs=1e-3)
+    assert se(0.0, 100) > 0  # an all-fail evaluation still has an uncertainty
+    assert not above(0.41, 80, 0.38, 80)  # the ordering the first build called "yes"
+    assert above(0.9, 240, 0.3, 240, by=0.15)
+    assert not above(0.5, 240, 0.4, 240, by=0.15)
+
+
+def test_aggregate_counts_seeds_and_needs_four_of_five():
+    good, bad = book_result(), copy.deepcopy(book_result())
+    BREAKS["oracle_sft"](bad)
+    table = aggregate([rows(good)] * 4 + [rows(bad)])
+    row = next(r for r in table if r["key"] == "oracle_sft")
+    assert (row["seeds_holding"], row["seeds"], row["reproduced"]) == (4, 5, True)
+    assert row["mean"]["ho"] == pytest.approx((4 * 0.93 + 0.75) / 5)
+    assert row["se"]["ho"] == pytest.approx(0.036, abs=1e-3)
+    table = aggregate([rows(good)] * 3 + [rows(bad)] * 2)
+    assert not next(r for r in table if r["key"] == "oracle_sft")["reproduced"]
+    assert "3/5" in markdown(table) and "Quick settings" in markdown(table, quick=True)
