@@ -200,9 +200,10 @@ def test_a_crash_while_writing_keeps_the_last_good_checkpoint(weak, tmp_path, mo
 
     monkeypatch.setattr(pg.torch, "save", flaky_save)
     run = replace(SMALL, steps=2, save_every=1, out=str(tmp_path))
-    with pytest.raises(OSError):
+    with pytest.raises(ArlError, match="cannot write checkpoint .*disk full"):
         train_pg(copy.deepcopy(weak), run, TASKS)
     assert [p.name for p in checkpoints(tmp_path)] == ["ckpt-000001"]
+    assert not list(tmp_path.glob(".tmp-*"))  # the failed checkpoint left no temp folder
     load_checkpoint(checkpoints(tmp_path)[0])
     monkeypatch.setattr(pg.torch, "save", real_save)
     hist = train_pg(copy.deepcopy(weak), replace(run, resume=True), TASKS)
