@@ -59,4 +59,3 @@ def check(
 def check_seed(name: str, value, hi: int = SEED_MAX) -> int:
     """A seed: an integer in [0, 2^32 - 1] (2^63 overflows torch's seeder, -1 numpy's)."""
     return check(name, value, 0, hi, integer=True)
-
