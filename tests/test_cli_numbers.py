@@ -92,7 +92,7 @@ def test_calc_bad_value_is_one_line(main, capsys):
         main(["calc", "degenerate-group", "--p", "1.5"])
     assert exc.value.code == 2
     line = _one_error_line(capsys.readouterr().err)
-    assert "--p: expected a number in [0, 1], got '1.5'" in line
+    assert "--p: expected a finite number in [0, 1], got '1.5'" in line
 
 
 def test_calc_unparsable_flag_is_one_line(main, capsys):

@@ -15,7 +15,8 @@ from arl.errors import ArlError
 
 def _typed(integer: bool, lo, hi, open_lo: bool = False, open_hi: bool = False, what: str = ""):
     """An argparse type: int or float text, finite, in [lo, hi] (bounds None: open ended)."""
-    what = what or f"{'an integer' if integer else 'a number'} {describe(lo, hi, open_lo, open_hi)}"
+    kind = "an integer" if integer else "a finite number"
+    what = what or f"{kind} {describe(lo, hi, open_lo, open_hi)}"
     convert: Callable[[str], float] = int if integer else float
 
     def parse(text: str):
