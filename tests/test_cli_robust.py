@@ -283,3 +283,27 @@ def test_a_run_killed_mid_way_resumes_to_the_same_weights(tmp_path, small_init):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert _rows(whole) == _rows(killed)  # no duplicate, missing or extra row
     assert not list(killed.glob(".tmp-*"))
+
+
+@pytest.mark.parametrize("name", ["weak", "cold"])
+def test_eval_accepts_the_cached_bases_like_train_pg_init(capsys, monkeypatch, name):
+    from arl.experiments import bases
+
+    calls = []
+
+    def tiny(config):
+        calls.append(config.seed)
+        torch.manual_seed(0)
+        return TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab()), n_layer=1, n_embd=32,
+                                         n_head=2))  # fmt: skip
+
+    monkeypatch.setattr(bases, "weak_base" if name == "weak" else "cold_start", tiny)
+    code = main(["eval", name, "--samples", "1", "--seed", "3", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and calls == [3] and out["policy"] == name and out["split"] == "train"
+
+
+def test_eval_says_which_split_it_evaluates(capsys):
+    assert main(["eval", "oracle", "--samples", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "evaluating on the train split (the tasks training sees; --split heldout" in out
