@@ -11,36 +11,33 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from arl.checks import check
 from arl.errors import ArlError
 from arl.eval import stats
+
+MAX_LOG_RATIO = 700.0  # exp(x) overflows a double just above 709
 
 
 def _prob(name: str, p: float) -> float:
     """Check that p is a probability."""
-    if not 0.0 <= p <= 1.0 or math.isnan(p):
-        raise ArlError(f"{name} must be in [0, 1], got {p}")
-    return p
+    return check(name, p, 0.0, 1.0)
 
 
 def _pos(name: str, x: float) -> float:
-    """Check that x is strictly positive."""
-    if not x > 0:
-        raise ArlError(f"{name} must be > 0, got {x}")
-    return x
+    """Check that x is finite and strictly positive."""
+    return check(name, x, 0.0, open_lo=True)
 
 
 def _nonneg(name: str, x: float) -> float:
-    """Check that x is non-negative."""
-    if not x >= 0:
-        raise ArlError(f"{name} must be >= 0, got {x}")
-    return x
+    """Check that x is finite and non-negative."""
+    return check(name, x, 0.0)
 
 
 def _group(G: int) -> int:
     """Check a group size."""
-    if isinstance(G, bool) or int(G) != G or G < 1:
-        raise ArlError(f"G must be an integer >= 1, got {G}")
-    return int(G)
+    if isinstance(G, float) and G.is_integer():
+        G = int(G)
+    return check("G", G, 1, integer=True)
 
 
 # ------------------------------------------------------ Problem 3 and Exercise 1: group size
@@ -113,6 +110,8 @@ def group_advantages(rewards: Sequence[float], normalize: bool = True, eps: floa
     r = np.asarray(rewards, dtype=np.float64)
     if r.size == 0:
         raise ArlError("need at least one reward")
+    if not np.isfinite(r).all():
+        raise ArlError("rewards: must be finite numbers")
     a = r - r.mean()
     if normalize:
         sd = r.std()
@@ -133,19 +132,27 @@ def std_norm_factor(p_hat: float) -> float:
 # ------------------------------------------------------------ Problem 5: KL estimators
 
 
+def _log_ratio(x: float) -> float:
+    """A log-ratio: finite, and <= 700 so that rho = exp(x) is a double."""
+    return check("log_ratio", x, None, MAX_LOG_RATIO)
+
+
 def kl_k1(log_ratio: float) -> float:
     """k1 = -log rho, log rho = log pi_ref - log pi_theta on a token from pi_theta (Problem 5)."""
-    return -log_ratio
+    return -_log_ratio(log_ratio)
 
 
 def kl_k2(log_ratio: float) -> float:
     """k2 = (log rho)^2 / 2: biased, close to k3 for small log-ratios (Problem 5)."""
-    return 0.5 * log_ratio**2
+    return 0.5 * _log_ratio(log_ratio) ** 2
 
 
 def kl_k3(log_ratio: float) -> float:
-    """k3 = (rho - 1) - log rho: unbiased and never negative (Problem 5)."""
-    return math.expm1(log_ratio) - log_ratio
+    """k3 = (rho - 1) - log rho: unbiased and never negative (Problem 5).
+
+    Log-ratios above 700 are refused: rho = exp(x) overflows a double just above 709.
+    """
+    return math.expm1(_log_ratio(log_ratio)) - log_ratio
 
 
 def kl_estimates(log_ratios: Sequence[float]) -> dict[str, float]:

@@ -3,3 +3,7 @@
 
 class ArlError(ValueError):
     """Bad input from a user: an unknown name, an invalid value, a corrupt file."""
+
+
+class Diverged(ArlError):
+    """A run stopped because a loss, a gradient norm or a weight stopped being finite."""

@@ -9,6 +9,7 @@ logits after each row's last new token.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, fields
@@ -18,6 +19,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+from arl.checks import check
 from arl.errors import ArlError
 
 
@@ -34,13 +36,18 @@ class TinyAgentConfig:
     bias: bool = True  # biases in Linear and LayerNorm
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
-            if getattr(self, name) < 1:
-                raise ArlError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        for name, hi in SHAPE_LIMITS.items():
+            check(name, getattr(self, name), 1, hi, integer=True)
         if self.n_embd % self.n_head:
             raise ArlError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ArlError(f"dropout: must be in [0, 1), got {self.dropout}")
+        check("dropout", self.dropout, 0.0, 1.0, open_hi=True)
+        if not isinstance(self.bias, bool):
+            raise ArlError(f"bias: must be true or false, got {self.bias!r}")
+
+
+# upper bounds of each size: far above TinyAgent, low enough that a typo cannot exhaust memory
+SHAPE_LIMITS = {"vocab_size": 1_000_000, "block_size": 65_536, "n_layer": 256, "n_head": 1024,
+                "n_embd": 16_384}  # fmt: skip
 
 
 class KVCache:
@@ -246,67 +253,147 @@ class TinyAgent(nn.Module):
         return self.lm_head(self.ln_f(x_last))  # (B, V)
 
 
-# --- checkpoints: a JSON config and safetensors weights, never pickle -------------------------
+# --- checkpoints: a JSON config and safetensors weights, never pickle; checksummed -----------
 
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
+FORMAT, FORMAT_VERSION = "arl.tinyagent", 2  # version 2: a sha256 of every tensor and field
+
+
+def tensor_sha256(t: torch.Tensor) -> str:
+    """sha256 of a tensor's raw bytes (any dtype): a flipped bit anywhere changes it."""
+    flat = t.detach().cpu().contiguous().reshape(-1)
+    return hashlib.sha256(flat.view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def meta_digests(meta: dict) -> dict[str, str]:
+    """A short sha256 of each metadata field (each config field apart), so an edit is named."""
+    flat = {}
+    for key, value in meta.items():
+        if key == "digests":
+            continue
+        if key == "config" and isinstance(value, dict):
+            flat |= {f"config.{k}": v for k, v in value.items()}
+        else:
+            flat[key] = value
+    return {
+        k: hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:16]
+        for k, v in flat.items()
+    }
+
+
+def _weights(model: TinyAgent) -> dict[str, torch.Tensor]:
+    """The tensors a checkpoint stores (wte is tied to lm_head and stored once)."""
+    return {k: v.detach().contiguous() for k, v in model.state_dict().items() if k != "wte.weight"}
+
+
+def nonfinite_tensor(state: dict[str, torch.Tensor]) -> str | None:
+    """The name of the first floating tensor holding a NaN or an infinity, or None."""
+    for name, t in state.items():
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            return name
+    return None
 
 
 def save_checkpoint(model: TinyAgent, path: str | Path, extra: dict | None = None) -> Path:
-    """Write config.json and model.safetensors under `path`, each via a temp file and a rename."""
-    from safetensors.torch import save_file
+    """Write config.json and model.safetensors under `path`, each via temp file, fsync, rename.
+
+    config.json holds the format, the full model config, a sha256 of every tensor and a
+    digest of every field; weights with a NaN or an infinity are refused, not saved.
+    """
+    from safetensors.torch import save
+
+    from arl.runio import atomic_write_bytes, atomic_write_json
 
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    meta = {"format": "arl.tinyagent", "config": asdict(model.config), **(extra or {})}
-    tmp_w, tmp_c = path / (WEIGHTS_FILE + ".tmp"), path / (CONFIG_FILE + ".tmp")
-    state = {k: v.detach().contiguous() for k, v in model.state_dict().items() if k != "wte.weight"}
-    save_file(state, str(tmp_w))
-    tmp_c.write_text(json.dumps(meta, indent=2))
-    tmp_w.replace(path / WEIGHTS_FILE)
-    tmp_c.replace(path / CONFIG_FILE)
+    state = _weights(model)
+    bad = nonfinite_tensor(state)
+    if bad is not None:
+        raise ArlError(f"checkpoint {path}: refusing to save non-finite weights ({bad})")
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": asdict(model.config),
+        **(extra or {}),
+        "tensors": {k: tensor_sha256(v) for k, v in state.items()},
+    }
+    meta["digests"] = meta_digests(meta)
+    atomic_write_bytes(path / WEIGHTS_FILE, save(state))
+    atomic_write_json(path / CONFIG_FILE, meta)
     return path
 
 
+def read_meta(path: str | Path) -> dict:
+    """A checkpoint's config.json, checked: format, version and the digest of every field."""
+    path = Path(path)
+    try:
+        meta = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ArlError(f"checkpoint {path}: cannot read {CONFIG_FILE} ({e.strerror})") from None
+    except (ValueError, RecursionError) as e:  # bad JSON, bad UTF-8, absurd nesting
+        raise ArlError(f"checkpoint {path}: corrupt {CONFIG_FILE} ({type(e).__name__})") from None
+    if not isinstance(meta, dict):
+        raise ArlError(f"checkpoint {path}: corrupt {CONFIG_FILE} (not a JSON object)")
+    if meta.get("format") != FORMAT:
+        raise ArlError(f"checkpoint {path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ArlError(
+            f"checkpoint {path}: format version {meta.get('format_version')!r}, this arl reads "
+            f"{FORMAT_VERSION} (older checkpoints carry no checksums: re-create it)"
+        )
+    stored = meta.get("digests")
+    if not isinstance(stored, dict):
+        raise ArlError(f"checkpoint {path}: corrupt {CONFIG_FILE} (no digests)")
+    now = meta_digests(meta)
+    changed = sorted(k for k in stored.keys() | now.keys() if stored.get(k) != now.get(k))
+    if changed:
+        raise ArlError(
+            f"checkpoint {path}: {CONFIG_FILE} changed after saving: {', '.join(changed[:3])}"
+        )
+    return meta
+
+
 def load_checkpoint(path: str | Path, map_location: str = "cpu") -> TinyAgent:
-    """Load a checkpoint directory; any corrupt, truncated or mismatched file is an ArlError."""
+    """Load a checkpoint directory; a corrupt, edited, truncated or mismatched file is an ArlError.
+
+    Checked in order: the format and its version, the digest of every config field, the
+    safetensors file, the sha256 of every tensor, the shapes against the config, finiteness.
+    """
     from safetensors import SafetensorError
-    from safetensors.torch import load_file
+    from safetensors.torch import load
 
     path = Path(path)
-    cfg_path, w_path = path / CONFIG_FILE, path / WEIGHTS_FILE
     if not path.is_dir():
         raise ArlError(f"checkpoint {path}: not a directory")
-    for p in (cfg_path, w_path):
-        if not p.is_file():
-            raise ArlError(f"checkpoint {path}: missing {p.name}")
+    for name in (CONFIG_FILE, WEIGHTS_FILE):
+        if not (path / name).is_file():
+            raise ArlError(f"checkpoint {path}: missing {name}")
+    meta = read_meta(path)
+    known = {f.name for f in fields(TinyAgentConfig)}
+    raw = meta.get("config")
+    if not isinstance(raw, dict) or set(raw) - known:
+        raise ArlError(f"checkpoint {path}: corrupt {CONFIG_FILE} (config fields)")
     try:
-        meta = json.loads(cfg_path.read_text())
-        known = {f.name for f in fields(TinyAgentConfig)}
-        raw = meta["config"]
-        if not isinstance(raw, dict) or set(raw) - known:
-            raise ArlError(f"checkpoint {path}: {CONFIG_FILE} has unknown fields")
         config = TinyAgentConfig(**raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
-        raise ArlError(f"checkpoint {path}: corrupt {CONFIG_FILE} ({type(e).__name__})") from None
+    except TypeError as e:
+        raise ArlError(f"checkpoint {path}: corrupt {CONFIG_FILE} ({e})") from None
     try:
-        state = load_file(str(w_path), device=map_location)
+        state = load((path / WEIGHTS_FILE).read_bytes())
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
         raise ArlError(f"checkpoint {path}: corrupt {WEIGHTS_FILE} ({e})") from None
+    sums = meta.get("tensors")
+    if not isinstance(sums, dict) or set(sums) != set(state):
+        raise ArlError(f"checkpoint {path}: corrupt {WEIGHTS_FILE} (tensor names differ)")
+    for name, t in state.items():
+        if tensor_sha256(t) != sums[name]:
+            raise ArlError(f"checkpoint {path}: corrupt {WEIGHTS_FILE} ({name}: checksum differs)")
     model = TinyAgent(config)
-    expected = {k: v.shape for k, v in model.state_dict().items() if k != "wte.weight"}
+    expected = {k: v.shape for k, v in _weights(model).items()}
     got = {k: v.shape for k, v in state.items()}
     if expected != got:
         bad = sorted(set(expected) ^ set(got)) or [k for k in expected if expected[k] != got[k]]
         raise ArlError(f"checkpoint {path}: weights do not match config (e.g. {bad[0]})")
+    bad = nonfinite_tensor(state)
+    if bad is not None:
+        raise ArlError(f"checkpoint {path}: non-finite weights in {bad}")
     model.load_state_dict(state, strict=False)
     return model.to(map_location)
-
-
-def checkpoint_meta(path: str | Path) -> dict:
-    """The JSON metadata saved beside the weights (config and whatever the trainer added)."""
-    try:
-        return json.loads((Path(path) / CONFIG_FILE).read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ArlError(
-            f"checkpoint {path}: unreadable {CONFIG_FILE} ({type(e).__name__})"
-        ) from None

@@ -30,9 +30,9 @@ def test_degenerate_group_problem_3(p, G, book):
 def test_degenerate_group_edges():
     assert calc.degenerate_group_prob(0.0, 8) == 1.0
     assert calc.degenerate_group_prob(0.5, 1) == 1.0  # a group of one never has a baseline
-    with pytest.raises(ArlError, match="p must be in"):
+    with pytest.raises(ArlError, match="p: must be a finite number in"):
         calc.degenerate_group_prob(1.5, 4)
-    with pytest.raises(ArlError, match="G must be"):
+    with pytest.raises(ArlError, match="G: must be an integer"):
         calc.degenerate_group_prob(0.5, 0)
 
 

@@ -88,9 +88,11 @@ def test_calc_values_through_the_cli(main, capsys):
 
 
 def test_calc_bad_value_is_one_line(main, capsys):
-    assert main(["calc", "degenerate-group", "--p", "1.5"]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["calc", "degenerate-group", "--p", "1.5"])
+    assert exc.value.code == 2
     line = _one_error_line(capsys.readouterr().err)
-    assert "p must be in [0, 1], got 1.5" in line
+    assert "--p: expected a finite number in [0, 1], got '1.5'" in line
 
 
 def test_calc_unparsable_flag_is_one_line(main, capsys):
@@ -170,7 +172,8 @@ def test_stats_passk(main, capsys, tmp_path):
     curve = [r["pass@k"] for r in json.loads(capsys.readouterr().out)["table"]]
     assert len(curve) == 10 and curve == sorted(curve) and curve[-1] == pytest.approx(0.5)
     assert main(["stats", "passk", str(p), "--k", "11"]) == 2
-    assert "k=11 exceeds" in _one_error_line(capsys.readouterr().err)
+    line = _one_error_line(capsys.readouterr().err)
+    assert "--k 11: pass@k needs at least k samples" in line and "has 10" in line
 
 
 # ------------------------------------------------------------------------------- sim

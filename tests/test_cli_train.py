@@ -64,6 +64,8 @@ def test_train_pg_runs_writes_and_resumes(cli, tmp_path, init):
         f"out={out}",
         "--set",
         "resume=true",
+        "--allow-change",
+        "steps",
     )
     assert code == 0, err
     lines = (out / "metrics.jsonl").read_text().splitlines()

@@ -1,6 +1,7 @@
 """The policy-gradient trainer: accumulation invariance, parameters changed, determinism, resume."""
 
 import copy
+import json
 import math
 from dataclasses import replace
 
@@ -200,9 +201,10 @@ def test_a_crash_while_writing_keeps_the_last_good_checkpoint(weak, tmp_path, mo
 
     monkeypatch.setattr(pg.torch, "save", flaky_save)
     run = replace(SMALL, steps=2, save_every=1, out=str(tmp_path))
-    with pytest.raises(OSError):
+    with pytest.raises(ArlError, match="cannot write checkpoint .*disk full"):
         train_pg(copy.deepcopy(weak), run, TASKS)
     assert [p.name for p in checkpoints(tmp_path)] == ["ckpt-000001"]
+    assert not list(tmp_path.glob(".tmp-*"))  # the failed checkpoint left no temp folder
     load_checkpoint(checkpoints(tmp_path)[0])
     monkeypatch.setattr(pg.torch, "save", real_save)
     hist = train_pg(copy.deepcopy(weak), replace(run, resume=True), TASKS)
@@ -280,3 +282,78 @@ def test_minimal_reinforce_equals_the_textbook_step(weak):
     opt.step()
     for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+# --- nothing lost, nothing silently wrong (issue 10) ------------------------------------------
+
+
+def test_a_nan_gradient_stops_the_run_and_keeps_the_last_good_checkpoint(
+    weak, tmp_path, monkeypatch
+):
+    real = pg.accumulate_policy_gradient
+    calls = {"n": 0}
+
+    def poisoned(model, *args, **kwargs):
+        stats = real(model, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 3:  # step 3: one gradient entry becomes NaN
+            next(model.parameters()).grad.view(-1)[0] = float("nan")
+        return stats
+
+    monkeypatch.setattr(pg, "accumulate_policy_gradient", poisoned)
+    model = copy.deepcopy(weak)
+    run = replace(SMALL, steps=5, minibatches=1, save_every=1, out=str(tmp_path))
+    with pytest.raises(pg.Diverged, match="step 3: .*gradient norm nan.*ckpt-000002"):
+        train_pg(model, run, TASKS)
+    assert [p.name for p in checkpoints(tmp_path)] == ["ckpt-000001", "ckpt-000002"]
+    saved = load_checkpoint(checkpoints(tmp_path)[-1])
+    for a, b in zip(saved.parameters(), model.parameters(), strict=True):
+        assert torch.equal(a, b)  # the optimizer never stepped on the NaN gradient
+    assert all(math.isfinite(p.sum()) for p in model.parameters())
+
+
+def test_resume_refuses_a_changed_config_unless_allowed(weak, tmp_path):
+    run = replace(SMALL, steps=2, save_every=1, out=str(tmp_path))
+    train_pg(copy.deepcopy(weak), run, TASKS)
+    with pytest.raises(ArlError, match="lr 0.001 -> 0.002.*--allow-change lr"):
+        train_pg(copy.deepcopy(weak), replace(run, resume=True, lr=2e-3, steps=3), TASKS)
+    hist = train_pg(
+        copy.deepcopy(weak), replace(run, resume=True, lr=2e-3, steps=3), TASKS,
+        allow_change=("lr", "steps"),
+    )  # fmt: skip
+    assert [r["step"] for r in hist] == [3]
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["lr"] == 2e-3  # config.json says what the resumed run used
+
+
+def test_a_new_run_in_an_old_folder_is_refused(weak, tmp_path):
+    run = replace(SMALL, steps=2, save_every=1, out=str(tmp_path))
+    train_pg(copy.deepcopy(weak), run, TASKS)
+    with pytest.raises(ArlError, match="holds an earlier run's files"):
+        train_pg(copy.deepcopy(weak), replace(run, steps=1), TASKS)
+    assert [p.name for p in checkpoints(tmp_path)] == ["ckpt-000001", "ckpt-000002"]
+
+
+@pytest.mark.parametrize("damage", ["torn_metrics", "truncated_state", "other_shape"])
+def test_resume_from_a_damaged_run_is_one_clear_error_or_exact(weak, tmp_path, damage):
+    run = replace(SMALL, steps=2, save_every=1, out=str(tmp_path))
+    train_pg(copy.deepcopy(weak), run, TASKS)
+    model = copy.deepcopy(weak)
+    if damage == "torn_metrics":  # killed mid-line: the torn row is dropped, the rest kept
+        metrics = tmp_path / "metrics.jsonl"
+        metrics.write_text(metrics.read_text() + '{"step": 3, "rew')
+        hist = train_pg(model, replace(run, resume=True, steps=3), TASKS, allow_change=["steps"])
+        rows = [json.loads(x)["step"] for x in metrics.read_text().splitlines()]
+        assert rows == [1, 2, 3] and len(hist) == 1
+        return
+    if damage == "truncated_state":
+        state = checkpoints(tmp_path)[-1] / pg.STATE_FILE
+        state.write_bytes(state.read_bytes()[:100])
+        match = "corrupt trainer_state.pt"
+    else:
+        torch.manual_seed(0)
+        model = TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab()), n_layer=1, n_embd=16,
+                                          n_head=2, block_size=256))  # fmt: skip
+        match = "another model shape than --init \\(n_embd 32 vs 16\\)"
+    with pytest.raises(ArlError, match=match):
+        train_pg(model, replace(run, resume=True), TASKS)

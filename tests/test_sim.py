@@ -147,3 +147,19 @@ def test_example_config_loads():
     path = Path(__file__).resolve().parents[1] / "examples" / "fleet.json"
     cfg = FleetConfig.from_json(path)
     assert cfg.episodes_per_step == 512 and cfg.container_startup_s == 180.0
+
+
+def test_littles_law_counts_aborted_episodes_on_both_sides():
+    """A sync fleet launching 50% extra aborts a third of its episodes each step; L counts them
+    in flight, so lambda and W must too (leaving them out was 26% apart)."""
+    cfg = FleetConfig(mode="sync", overlaunch=0.5, episodes_per_step=128, steps=4, n_engines=20)
+    r = simulate(cfg).report
+    assert r["aborted"] > 100
+    assert r["littles_law_lambda_w"] == pytest.approx(r["in_flight_mean"], rel=0.03)
+
+
+def test_fleet_sizes_have_upper_bounds():
+    with pytest.raises(ArlError, match="must be <= 2,000,000"):
+        FleetConfig(episodes_per_step=1_000_000, steps=10)
+    with pytest.raises(ArlError, match="'seed' must be <= 4.29"):
+        FleetConfig(seed=2**63)

@@ -1,29 +1,54 @@
-"""Argument types shared by the subcommands: bad values become one-line usage errors."""
+"""Argument types shared by the subcommands: bad values become one-line usage errors.
+
+Each type converts the text and then applies arl.checks.check, so a flag is finite and in
+range exactly when the config field it feeds would be.
+"""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
 
-
-def _checked(text: str, convert: Callable[[str], float], ok: Callable[[float], bool], what: str):
-    """Convert `text` and check it; either failure is one line naming what was expected."""
-    try:
-        value = convert(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-    if not ok(value):
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-    return value
+from arl.checks import SEED_MAX, check, describe
+from arl.errors import ArlError
 
 
-def positive_int(text: str) -> int:
-    return _checked(text, int, lambda v: v >= 1, "a positive integer")
+def _typed(integer: bool, lo, hi, open_lo: bool = False, open_hi: bool = False, what: str = ""):
+    """An argparse type: int or float text, finite, in [lo, hi] (bounds None: open ended)."""
+    kind = "an integer" if integer else "a finite number"
+    what = what or f"{kind} {describe(lo, hi, open_lo, open_hi)}"
+    convert: Callable[[str], float] = int if integer else float
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+            return check("value", value, lo, hi, open_lo=open_lo, open_hi=open_hi, integer=integer)
+        except (ValueError, ArlError):  # ArlError is a ValueError too
+            raise argparse.ArgumentTypeError(f"expected {what.strip()}, got {text!r}") from None
+
+    parse.__name__ = what
+    return parse
 
 
-def unit_float(text: str) -> float:
-    return _checked(text, float, lambda v: 0.0 < v <= 1.0, "a number in (0, 1]")
+def int_in(lo: int, hi: int | None = None, what: str = "") -> Callable[[str], int]:
+    """An integer flag in [lo, hi]."""
+    return _typed(True, lo, hi, what=what)
 
 
-def nonneg_float(text: str) -> float:
-    return _checked(text, float, lambda v: v >= 0.0, "a number >= 0")
+def float_in(
+    lo: float | None = None, hi: float | None = None, open_lo: bool = False, open_hi: bool = False
+) -> Callable[[str], float]:
+    """A finite float flag in the range (NaN and inf are refused)."""
+    return _typed(False, lo, hi, open_lo, open_hi)
+
+
+positive_int = int_in(1, None, "a positive integer")
+unit_float = float_in(0.0, 1.0, open_lo=True)  # (0, 1]
+nonneg_float = float_in(0.0)  # [0, inf), finite
+finite_float = float_in()
+seed_int = int_in(0, SEED_MAX, f"a seed in [0, {SEED_MAX}]")
+
+
+def positive_int_max(hi: int) -> Callable[[str], int]:
+    """A positive integer with a documented upper bound (a size that would run until killed)."""
+    return int_in(1, hi, f"a positive integer <= {hi:,}")

@@ -4,36 +4,69 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import torch
 
-from arl.cli.args import nonneg_float, positive_int, unit_float
+from arl.cli.args import nonneg_float, positive_int_max, seed_int, unit_float
 from arl.errors import ArlError
 from arl.gym.policies import SCRIPTED
 from arl.gym.tasks import SPLITS, get_task, tasks_for
 from arl.model import TinyAgent, TinyAgentConfig, load_checkpoint
+from arl.runio import atomic_write_text, check_writable, dumps_finite
 from arl.text import default_vocab
 from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE
 
-POLICY_HELP = f"{', '.join(SCRIPTED)}, untrained, or a checkpoint directory"
+POLICY_HELP = (
+    f"{', '.join(SCRIPTED)}, untrained, weak (the weak base), cold (the RL cold start), "
+    "or a checkpoint directory"
+)
 OWNER_STYLE = {PROMPT: "bold magenta", POLICY: "bold green", ENV: "cyan", TEMPLATE: "dim"}
+MAX_SAMPLES = 1000  # episodes per task: 30,000 in all, about an hour for a checkpoint
+
+
+def check_vocab(model: TinyAgent, spec: str) -> TinyAgent:
+    """A loaded policy must speak the gym's vocabulary, or every token id means something else."""
+    if model.config.vocab_size != len(default_vocab()):
+        raise ArlError(
+            f"checkpoint {spec}: vocabulary size {model.config.vocab_size} "
+            f"does not match the gym's {len(default_vocab())}"
+        )
+    return model
+
+
+def load_policy_dir(spec: str) -> TinyAgent:
+    """A checkpoint directory, or a one-line reason: missing, or a run folder (say its newest)."""
+    path = Path(spec)
+    if not path.exists():
+        raise ArlError(f"{spec}: no such checkpoint directory (from {Path.cwd()})")
+    if path.is_dir() and not (path / "config.json").is_file():
+        ckpts = sorted(p for p in path.glob("ckpt-*") if (p / "config.json").is_file())
+        if ckpts:
+            raise ArlError(f"{spec} is a run folder; its newest checkpoint is {ckpts[-1]}")
+        raise ArlError(f"{spec}: not a checkpoint (no config.json and model.safetensors)")
+    return check_vocab(load_checkpoint(path), spec)
 
 
 def resolve_policy(spec: str, seed: int = 0) -> TinyAgent | str:
-    """A scripted policy's name, `untrained` (a seeded random TinyAgent), or a checkpoint path."""
+    """A scripted policy's name, `untrained` (a seeded random TinyAgent), the `weak` base or
+    the `cold` start (cached, as `train pg --init` loads them), or a checkpoint path."""
     if spec in SCRIPTED:
         return spec
     if spec == "untrained":
         torch.manual_seed(seed)
         return TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab())))
-    if Path(spec).exists():
-        model = load_checkpoint(spec)
-        if model.config.vocab_size != len(default_vocab()):
-            raise ArlError(f"checkpoint {spec}: vocabulary size {model.config.vocab_size} "
-                           f"does not match the gym's {len(default_vocab())}")  # fmt: skip
-        return model
+    if spec in ("weak", "cold"):
+        from arl.experiments.bases import BaseConfig, cold_start, weak_base
+
+        return (weak_base if spec == "weak" else cold_start)(BaseConfig(seed=seed))
+    if spec.startswith((".", "/", "~")) or os.sep in spec or Path(spec).exists():
+        return load_policy_dir(os.path.expanduser(spec))
     raise ArlError(f"unknown policy {spec!r} (choose from {POLICY_HELP})")
+
+
+SPLIT_NOTE = " (the tasks training sees; --split heldout for the 10 it never sees)"
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -42,25 +75,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from arl.eval.metrics import evaluate
 
+    if args.out:
+        check_writable(args.out)  # before the evaluation, not after it
     policy = resolve_policy(args.policy, args.seed)
     tasks = tasks_for(args.split)
+    if not args.json:
+        note = SPLIT_NOTE if args.split == "train" else ""
+        print(f"evaluating on the {args.split} split{note}: {len(tasks)} tasks x {args.samples}")
     metrics, trajs = evaluate(
         policy, tasks, samples=args.samples, seed=args.seed,
         temperature=args.temperature, top_p=args.top_p,
     )  # fmt: skip
     metrics = {"policy": args.policy, "split": args.split, "seed": args.seed, **metrics}
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("w") as f:
-            for k, tr in enumerate(trajs):
-                row = {"task": tr.task, "sample": k % args.samples, "passed": tr.passed}
-                row |= {key: tr.info[key] for key in ("public_pass", "malformed", "turns", "read")}
-                f.write(json.dumps(row) + "\n")
+        lines = []
+        for k, tr in enumerate(trajs):
+            row = {"task": tr.task, "sample": k % args.samples, "passed": tr.passed}
+            row |= {key: tr.info[key] for key in ("public_pass", "malformed", "turns", "read")}
+            lines.append(dumps_finite(row) + "\n")
+        atomic_write_text(args.out, "".join(lines))
     if args.json:
         print(json.dumps(metrics))
         return 0
-    table = Table(title=f"arl eval {args.policy} ({args.split}, {len(trajs)} episodes)")
+    table = Table(title=f"arl eval {args.policy} ({args.split} split, {len(trajs)} episodes)")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in metrics.items():
@@ -128,18 +165,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="measure a policy on a split of the gym")
     p.add_argument("policy", help=POLICY_HELP)
     p.add_argument("--split", choices=SPLITS, default="train")
-    p.add_argument("--samples", type=positive_int, default=4, help="episodes per task")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--temperature", type=nonneg_float, default=1.0)
+    p.add_argument(
+        "--samples",
+        type=positive_int_max(MAX_SAMPLES),
+        default=10,
+        help=f"episodes per task (default 10, enough for pass@10; at most {MAX_SAMPLES})",
+    )
+    p.add_argument("--seed", type=seed_int, default=0)
+    p.add_argument("--temperature", type=nonneg_float, default=1.0, help="finite, >= 0")
     p.add_argument("--top-p", type=unit_float, default=1.0)
-    p.add_argument("--out", help="write per-episode results (task, sample, passed) as JSONL")
+    p.add_argument(
+        "--out", help="write per-episode results (task, sample, passed) as JSONL, atomically"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("show", help="render one episode, each token coloured by its owner")
     p.add_argument("task", help="a task's function name, e.g. sum_list")
     p.add_argument("--policy", default="oracle", help=POLICY_HELP)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--temperature", type=nonneg_float, default=1.0)
     p.set_defaults(func=cmd_show)
 

@@ -6,7 +6,10 @@ import argparse
 import os
 import sys
 
-from arl.errors import ArlError
+from arl import __version__
+from arl.errors import ArlError, Diverged
+
+EXIT_USAGE, EXIT_DIVERGED, EXIT_PIPE = 2, 3, 141  # 141: what a shell reports after SIGPIPE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -22,24 +25,54 @@ def build_parser() -> argparse.ArgumentParser:
     from arl.cli import reproduce as reproduce_cli
     from arl.cli import train as train_cli
 
-    parser = _Parser(prog="arl", description=__doc__)
+    parser = _Parser(
+        prog="arl",
+        description=__doc__,
+        epilog="exit status: 0 done, 2 bad input (one line on stderr), 3 a run stopped on a "
+        "non-finite loss or gradient, 130 interrupted",
+    )
+    parser.add_argument("--version", action="version", version=f"arl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for module in (gym_cli, train_cli, reproduce_cli, numbers_cli):
         module.register(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _one_line(e: Exception) -> str:
+    """The message on one line, whatever a path or a library put in it."""
+    return " ".join(str(e).split())
+
+
+def _quiet_pipe() -> int:
+    """stdout's reader went away (`arl ... --json | head`): stop without a word."""
     try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the final flush at exit must not fail again
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's stand-in)
+        pass
+    return EXIT_PIPE
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one `arl` command; bad input is one line on stderr and exit status 2."""
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
         return int(args.func(args) or 0)
+    except BrokenPipeError:
+        return _quiet_pipe()
+    except Diverged as e:
+        print(f"arl: stopped: {_one_line(e)}", file=sys.stderr)
+        return EXIT_DIVERGED
     except ArlError as e:
-        print(f"arl: error: {e}", file=sys.stderr)
-        return 2
+        print(f"arl: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("arl: interrupted", file=sys.stderr)
         return 130
+    except RecursionError:  # e.g. deeply nested JSON anywhere it is read
+        print("arl: error: input nested too deeply", file=sys.stderr)
+        return EXIT_USAGE
     except Exception as e:  # never a traceback from the CLI, unless asked for
         if os.environ.get("ARL_DEBUG"):
             raise

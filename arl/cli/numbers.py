@@ -14,9 +14,33 @@ from pathlib import Path
 import numpy as np
 
 from arl import calc
-from arl.cli.args import positive_int
+from arl.cli.args import (
+    float_in,
+    int_in,
+    nonneg_float,
+    positive_int,
+    positive_int_max,
+    seed_int,
+    unit_float,
+)
 from arl.errors import ArlError
 from arl.eval import stats
+from arl.runio import atomic_write_json, claim_output_dir
+
+# ----------------------------------------------------------------------------- flags
+
+# Documented upper bounds of sizes that would otherwise run until killed.
+MAX_BOOTSTRAP = 1_000_000  # bootstrap resamples (about a second per 100k over 30 tasks)
+MAX_BUDGET = 100_000  # group-size's search tries every G up to the budget
+MAX_SIZE = 1_000_000  # samples, tasks, successes: arrays of this many floats
+BOOTSTRAP = positive_int_max(MAX_BOOTSTRAP)
+BOOTSTRAP_HELP = f"bootstrap resamples over tasks (at most {MAX_BOOTSTRAP:,})"
+BUDGET = positive_int_max(MAX_BUDGET)
+BUDGET_HELP = f"episodes per step (at most {MAX_BUDGET:,})"
+SIZE = positive_int_max(MAX_SIZE)
+GROUP = positive_int_max(MAX_SIZE)
+PROB = float_in(0.0, 1.0)
+POS = float_in(0.0, None, open_lo=True)
 
 # ----------------------------------------------------------------------------- output
 
@@ -152,10 +176,15 @@ def _stats_passk(args: argparse.Namespace) -> int:
     names, n, c = stats.task_counts(res)
     n_min = int(n.min())
     ks = list(range(1, n_min + 1)) if args.curve else args.k or _default_ks(n_min)
+    too_big = [k for k in ks if k > n_min]
+    if too_big:
+        raise ArlError(
+            f"--k {too_big[0]}: pass@k needs at least k samples of every task, and "
+            f"{args.file} has {n_min} of some task (use --k up to {n_min}, or evaluate with "
+            f"more: arl eval ... --samples {max(too_big)})"
+        )
     rows = []
     for k in ks:
-        if k < 1:
-            raise ArlError(f"--k must be >= 1, got {k}")
         per_task = stats.per_task_pass_at_k(n, c, k)
         ci = stats.bootstrap_mean_ci(per_task, n_boot=args.bootstrap, seed=args.seed)
         rows.append(
@@ -197,11 +226,11 @@ def _register_stats(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="compare only tasks present in both files (default: error)",
     )
+    c.add_argument("--bootstrap", type=BOOTSTRAP, default=2000, help=BOOTSTRAP_HELP)
+    c.add_argument("--seed", type=seed_int, default=0, help="bootstrap seed")
     c.add_argument(
-        "--bootstrap", type=positive_int, default=2000, help="bootstrap resamples over tasks"
+        "--level", type=float_in(0, 1, True, True), default=0.95, help="confidence level"
     )
-    c.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    c.add_argument("--level", type=float, default=0.95, help="confidence level")
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.set_defaults(func=_stats_compare)
 
@@ -211,10 +240,8 @@ def _register_stats(sub: argparse._SubParsersAction) -> None:
         "--k", type=positive_int, nargs="+", help="values of k (default 1, 2, 5, 10, ...)"
     )
     k.add_argument("--curve", action="store_true", help="every k from 1 to the fewest samples")
-    k.add_argument(
-        "--bootstrap", type=positive_int, default=2000, help="bootstrap resamples over tasks"
-    )
-    k.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    k.add_argument("--bootstrap", type=BOOTSTRAP, default=2000, help=BOOTSTRAP_HELP)
+    k.add_argument("--seed", type=seed_int, default=0, help="bootstrap seed")
     k.add_argument("--json", action="store_true", help="print one JSON object")
     k.set_defaults(func=_stats_passk)
 
@@ -425,26 +452,24 @@ def _c_paired(a: argparse.Namespace) -> dict:
 
 
 def _args_degenerate(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--p", type=float, nargs="+", default=[0.1, 0.3], help="success rates")
-    p.add_argument("--G", type=positive_int, nargs="+", default=[4, 8, 16], help="group sizes")
-    p.add_argument("--budget", type=positive_int, default=512, help="episodes per step")
+    p.add_argument("--p", type=PROB, nargs="+", default=[0.1, 0.3], help="success rates")
+    p.add_argument("--G", type=GROUP, nargs="+", default=[4, 8, 16], help="group sizes")
+    p.add_argument("--budget", type=BUDGET, default=512, help=BUDGET_HELP)
 
 
 def _args_group_size(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--budget", type=positive_int, default=512, help="episodes per step")
-    p.add_argument("--lo", type=float, default=0.0, help="pool success rates ~ Uniform[lo, hi]")
-    p.add_argument("--hi", type=float, default=0.4, help="upper end of the pool's rates")
-    p.add_argument(
-        "--G", type=positive_int, nargs="+", default=[2, 4, 8, 16, 32], help="G to tabulate"
-    )
+    p.add_argument("--budget", type=BUDGET, default=512, help=BUDGET_HELP)
+    p.add_argument("--lo", type=PROB, default=0.0, help="pool success rates ~ Uniform[lo, hi]")
+    p.add_argument("--hi", type=PROB, default=0.4, help="upper end of the pool's rates")
+    p.add_argument("--G", type=GROUP, nargs="+", default=[2, 4, 8, 16, 32], help="G to tabulate")
 
 
 def _args_std_norm(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--G", type=positive_int, default=8, help="group size")
-    p.add_argument("--successes", type=int, default=1, help="successes in the group")
+    p.add_argument("--G", type=GROUP, default=8, help="group size")
+    p.add_argument("--successes", type=int_in(0, MAX_SIZE), default=1, help="successes")
     p.add_argument(
         "--p-hat",
-        type=float,
+        type=PROB,
         nargs="+",
         default=[0.5, 0.125],
         help="success fractions for the scale factor",
@@ -454,7 +479,7 @@ def _args_std_norm(p: argparse.ArgumentParser) -> None:
 def _args_kl(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--log-ratios",
-        type=float,
+        type=float_in(None, calc.MAX_LOG_RATIO),
         nargs="+",
         default=[-0.2, 0.1, -0.5],
         help="per-token log pi_ref - log pi_theta on tokens sampled from pi_theta",
@@ -462,13 +487,13 @@ def _args_kl(p: argparse.ArgumentParser) -> None:
 
 
 def _args_flip(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--p", type=float, default=0.3, help="true success rate")
-    p.add_argument("--f", type=float, default=0.04, help="flip probability")
+    p.add_argument("--p", type=PROB, default=0.3, help="true success rate")
+    p.add_argument("--f", type=PROB, default=0.04, help="flip probability")
 
 
 def _args_step_penalty(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--q", type=float, default=0.08, help="success rate of a full attempt")
-    p.add_argument("--penalty", type=float, default=0.02, help="penalty per turn")
+    p.add_argument("--q", type=PROB, default=0.08, help="success rate of a full attempt")
+    p.add_argument("--penalty", type=nonneg_float, default=0.02, help="penalty per turn")
     p.add_argument("--attempt-turns", type=positive_int, default=6, help="turns of a full attempt")
     p.add_argument(
         "--submit-turns", type=positive_int, default=1, help="turns of submitting at once"
@@ -476,58 +501,58 @@ def _args_step_penalty(p: argparse.ArgumentParser) -> None:
 
 
 def _args_startup(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--startup-min", type=float, default=3.0, help="container start-up (min)")
-    p.add_argument("--episode-min", type=float, default=8.0, help="agent interaction (min)")
+    p.add_argument("--startup-min", type=nonneg_float, default=3.0, help="start-up (min)")
+    p.add_argument("--episode-min", type=POS, default=8.0, help="agent interaction (min)")
 
 
 def _args_fleet(p: argparse.ArgumentParser) -> None:
     for flag, typ, default, help_ in (
-        ("--turns", float, 50.0, "turns per episode"),
-        ("--tokens-per-turn", float, 400.0, "policy tokens per turn"),
-        ("--decode-tps", float, 40.0, "decode tokens/s per sequence under load"),
-        ("--tool-s", float, 8.0, "tool seconds per turn"),
-        ("--startup-s", float, 180.0, "container start-up seconds"),
-        ("--episodes-per-step", int, 512, "episodes per optimizer step"),
-        ("--step-min", float, 30.0, "minutes per optimizer step"),
-        ("--context", float, 64_000.0, "tokens of context at the end of an episode"),
-        ("--n-layers", int, 64, "layers (assumed model: 32B-class with GQA)"),
-        ("--n-kv-heads", int, 8, "KV heads"),
-        ("--d-head", int, 128, "head dimension"),
-        ("--bytes", float, 2.0, "bytes per KV element (bf16: 2)"),
-        ("--pool-factor", float, 1.2, "warm pool size / concurrency"),
+        ("--turns", POS, 50.0, "turns per episode"),
+        ("--tokens-per-turn", nonneg_float, 400.0, "policy tokens per turn"),
+        ("--decode-tps", POS, 40.0, "decode tokens/s per sequence under load"),
+        ("--tool-s", nonneg_float, 8.0, "tool seconds per turn"),
+        ("--startup-s", nonneg_float, 180.0, "container start-up seconds"),
+        ("--episodes-per-step", positive_int, 512, "episodes per optimizer step"),
+        ("--step-min", POS, 30.0, "minutes per optimizer step"),
+        ("--context", nonneg_float, 64_000.0, "tokens of context at the end of an episode"),
+        ("--n-layers", positive_int, 64, "layers (assumed model: 32B-class with GQA)"),
+        ("--n-kv-heads", positive_int, 8, "KV heads"),
+        ("--d-head", positive_int, 128, "head dimension"),
+        ("--bytes", POS, 2.0, "bytes per KV element (bf16: 2)"),
+        ("--pool-factor", nonneg_float, 1.2, "warm pool size / concurrency"),
     ):
         p.add_argument(flag, type=typ, default=default, help=help_)
 
 
 def _args_gpu_hours(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--params", type=float, default=32e9, help="total parameters")
+    p.add_argument("--params", type=POS, default=32e9, help="total parameters")
     p.add_argument(
         "--active",
-        type=float,
+        type=POS,
         default=None,
         help="active parameters per token (MoE; default: = params, dense)",
     )
     p.add_argument("--episodes", type=positive_int, default=512, help="episodes per step")
-    p.add_argument("--tokens", type=float, default=24_000, help="tokens per episode")
-    p.add_argument("--policy-tokens", type=float, default=6_000, help="policy tokens per episode")
-    p.add_argument("--peak", type=float, default=1e15, help="peak FLOP/s per GPU")
-    p.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilization")
-    p.add_argument("--decode-tps", type=float, default=1_000, help="decode tokens/s per GPU")
-    p.add_argument("--gen-util", type=float, default=0.25, help="inference fleet utilization")
+    p.add_argument("--tokens", type=nonneg_float, default=24_000, help="tokens per episode")
+    p.add_argument("--policy-tokens", type=nonneg_float, default=6_000, help="policy tokens")
+    p.add_argument("--peak", type=POS, default=1e15, help="peak FLOP/s per GPU")
+    p.add_argument("--mfu", type=unit_float, default=0.4, help="model FLOPs utilization")
+    p.add_argument("--decode-tps", type=POS, default=1_000, help="decode tokens/s per GPU")
+    p.add_argument("--gen-util", type=unit_float, default=0.25, help="inference fleet utilization")
     p.add_argument("--steps", type=positive_int, default=300, help="optimizer steps in the run")
 
 
 def _args_passk(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n", type=positive_int, default=10, help="samples")
-    p.add_argument("--c", type=int, default=3, help="passing samples")
-    p.add_argument("--k", type=positive_int, nargs="+", default=[1, 5], help="values of k")
+    p.add_argument("--n", type=SIZE, default=10, help=f"samples (at most {MAX_SIZE:,})")
+    p.add_argument("--c", type=int_in(0, MAX_SIZE), default=3, help="passing samples")
+    p.add_argument("--k", type=SIZE, nargs="+", default=[1, 5], help="values of k")
 
 
 def _args_paired(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tasks", type=int, default=500, help="tasks, one sample each")
-    p.add_argument("--acc-a", type=float, default=0.41, help="pass rate of A")
-    p.add_argument("--b", type=int, default=40, help="tasks B solves and A fails")
-    p.add_argument("--c", type=int, default=30, help="tasks A solves and B fails")
+    p.add_argument("--tasks", type=SIZE, default=500, help=f"tasks (at most {MAX_SIZE:,})")
+    p.add_argument("--acc-a", type=PROB, default=0.41, help="pass rate of A")
+    p.add_argument("--b", type=int_in(0, MAX_SIZE), default=40, help="tasks B solves, A fails")
+    p.add_argument("--c", type=int_in(0, MAX_SIZE), default=30, help="tasks A solves, B fails")
 
 
 # name: (problem, description, add arguments, compute)
@@ -576,6 +601,15 @@ CALCULATORS: dict[str, tuple[str, str, Callable, Callable]] = {
 }
 
 
+def _refuse_overflow(out: dict) -> None:
+    """Finite inputs whose result overflows to an infinity are an error, never a `null`."""
+    rows = [out.get("results") or {}] + list(out.get("table") or [])
+    for row in rows:
+        for key, v in row.items():
+            if isinstance(v, (float, np.floating)) and math.isinf(v):
+                raise ArlError(f"{key}: the result overflows a double; use smaller inputs")
+
+
 def _calc_handler(name: str) -> Callable[[argparse.Namespace], int]:
     problem, desc, _, compute = CALCULATORS[name]
 
@@ -586,6 +620,7 @@ def _calc_handler(name: str) -> Callable[[argparse.Namespace], int]:
             "title": f"{name} ({problem})",
             **compute(args),
         }
+        _refuse_overflow(out)
         _emit(out, args.json)
         return 0
 
@@ -628,9 +663,9 @@ def _sim_fleet(args: argparse.Namespace) -> int:
     if args.seed is not None:
         cfg = dataclasses.replace(cfg, seed=args.seed)
     out_dir = Path(args.out)
-    result = simulate(cfg, on_step=_LazyProgress() if not args.json else None)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    owned = ("results.json", "timeline.png")
+    with claim_output_dir(out_dir, "sim fleet", owned, overwrite=args.overwrite, reuse=True):
+        result = simulate(cfg, on_step=_LazyProgress() if not args.json else None)
         fig = plot_timeline(result, cfg, out_dir / "timeline.png")
         payload = {
             "config": cfg.to_dict(),
@@ -638,9 +673,7 @@ def _sim_fleet(args: argparse.Namespace) -> int:
             "step_ends": result.step_ends,
             "figure": str(fig),
         }
-        (out_dir / "results.json").write_text(json.dumps(_clean(payload), indent=2) + "\n")
-    except OSError as e:
-        raise ArlError(f"cannot write to {out_dir}: {e}") from None
+        atomic_write_json(out_dir / "results.json", _clean(payload))
     if args.json:
         print(json.dumps(_clean(payload), indent=2))
         return 0
@@ -696,7 +729,8 @@ def _register_sim(sub: argparse._SubParsersAction) -> None:
         help="JSON config (keys of FleetConfig; default: Problem 18's numbers)",
     )
     f.add_argument("--out", default="runs/sim", help="directory for results.json, timeline.png")
-    f.add_argument("--seed", type=int, default=None, help="override the config's seed")
+    f.add_argument("--overwrite", action="store_true", help="replace another run's --out files")
+    f.add_argument("--seed", type=seed_int, default=None, help="override the config's seed")
     f.add_argument("--json", action="store_true", help="print one JSON object")
     f.set_defaults(func=_sim_fleet)
 

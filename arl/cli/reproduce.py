@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from arl.cli.args import positive_int
+from arl.cli.args import int_in, positive_int, seed_int
 from arl.experiments import ch15_table
+
+# the keys of arl.experiments.problems.PROBLEMS (a test checks), here so --help stays fast
+PROBLEM_NUMBERS = (1, 2, 3, 4, 7, 8, 9, 12, 13, 16, 17, 26, 28)
 
 
 def cmd_ch15(args: argparse.Namespace) -> int:
@@ -72,16 +75,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="a reduced run that only checks every section runs (no verdicts)",
     )
-    c.add_argument("--seed", type=int, default=0, help="first seed")
+    c.add_argument("--seed", type=seed_int, default=0, help="first seed")
     c.add_argument(
         "--seeds",
-        type=positive_int,
+        type=int_in(1, 100),
         default=1,
-        help="N seeds (seed .. seed+N-1): numbers as mean +- SE, rows as k/N",
+        help="N seeds (seed .. seed+N-1, N <= 100): numbers as mean +- SE, rows as k/N",
     )
     c.add_argument(
         "--workers",
-        type=positive_int,
+        type=int_in(1, 64),
         default=None,
         help="parallel processes (default: one per core, at most one per seed)",
     )
@@ -94,9 +97,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--out", default="runs/ch15", help="output directory")
     c.set_defaults(func=cmd_ch15)
 
-    q = rs.add_parser("problem", help="an Appendix B problem reproduced on the gym")
-    q.add_argument("number", type=positive_int, help="the problem's number")
+    valid = ", ".join(str(n) for n in PROBLEM_NUMBERS)
+    q = rs.add_parser(
+        "problem",
+        help=f"an Appendix B problem reproduced on the gym (N: {valid})",
+        description=f"Reproduce Appendix B's Problem N on the gym; N is one of {valid}.",
+    )
+    q.add_argument("number", type=positive_int, metavar="N", help=f"the problem: one of {valid}")
     q.add_argument("--quick", action="store_true", help="a reduced run")
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--seed", type=seed_int, default=0)
     q.add_argument("--out", default=None, help="output directory (default runs/problem-N)")
+    q.add_argument("--overwrite", action="store_true", help="replace another run's --out files")
     q.set_defaults(func=cmd_problem)

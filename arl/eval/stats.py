@@ -286,6 +286,8 @@ def load_results(path: str | Path) -> dict[str, dict[int, bool]]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise ArlError(f"{p}:{lineno}: invalid JSON ({e.msg})") from None
+        except RecursionError:
+            raise ArlError(f"{p}:{lineno}: JSON nested too deeply") from None
         if not isinstance(row, dict):
             raise ArlError(f"{p}:{lineno}: expected a JSON object, got {type(row).__name__}")
         for key, typ in (("task", str), ("sample", int), ("passed", bool)):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 
+from arl.runio import atomic_write_bytes
 from arl.sim.fleet import FleetConfig, FleetResult
 
 
@@ -55,7 +57,8 @@ def plot_timeline(result: FleetResult, cfg: FleetConfig, path: str | Path) -> Pa
     ax.legend(fontsize=8)
 
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
+    atomic_write_bytes(out, buf.getvalue())  # never half a PNG
     return out

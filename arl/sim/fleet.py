@@ -29,6 +29,15 @@ from arl.errors import ArlError
 MODES = ("sync", "async")
 
 
+MAX_EPISODES = 2_000_000  # episodes one simulation may launch (about a minute per 100k)
+UPPER_BOUNDS = {  # sizes far above Problem 18's, low enough that a typo cannot hang the run
+    "episodes_per_step": 1_000_000, "steps": 10_000, "max_in_flight": 1_000_000,
+    "max_staleness": 1000, "overlaunch": 10.0, "turns_mean": 10_000.0, "slow_factor": 1000.0,
+    "warm_pool": 1_000_000, "n_engines": 100_000, "max_seqs_per_engine": 100_000,
+    "seed": 2**32 - 1,
+}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class FleetConfig:
     """A rollout fleet and its workload; the defaults are Problem 18's numbers."""
@@ -112,6 +121,16 @@ class FleetConfig:
             )
         if self.slow_factor < 1:
             raise ArlError(f"fleet config: 'slow_factor' must be >= 1, got {self.slow_factor}")
+        for name, hi in UPPER_BOUNDS.items():
+            if getattr(self, name) > hi:
+                got = getattr(self, name)
+                raise ArlError(f"fleet config: '{name}' must be <= {hi:g}, got {got}")
+        launched = self.episodes_per_step * (1 + self.overlaunch) * self.steps
+        if launched > MAX_EPISODES:
+            raise ArlError(
+                f"fleet config: episodes_per_step x (1 + overlaunch) x steps must be <= "
+                f"{MAX_EPISODES:,} (a simulation of more runs for hours), got {launched:,.0f}"
+            )
 
     @property
     def slots(self) -> int:
@@ -153,6 +172,10 @@ class FleetConfig:
             raise ArlError(f"{p}: no such file") from None
         except json.JSONDecodeError as e:
             raise ArlError(f"{p}:{e.lineno}: invalid JSON ({e.msg})") from None
+        except UnicodeDecodeError:
+            raise ArlError(f"{p}: not UTF-8 text") from None
+        except RecursionError:
+            raise ArlError(f"{p}: JSON nested too deeply") from None
         except OSError as e:
             raise ArlError(f"{p}: cannot read ({e})") from None
         return cls.from_dict(d)
@@ -178,6 +201,7 @@ class _Episode:
     launched: float
     state: str = "new"
     finished: float = math.nan
+    left: float = math.nan  # when it left the fleet: finished, or aborted (over-launch)
     aborted: bool = False
     context: float = 0.0
     tool_time: float = 0.0
@@ -351,6 +375,7 @@ class _Fleet:
         self._leave(ep, container)
 
     def _leave(self, ep: _Episode, container: object | None) -> None:
+        ep.left = self.env.now
         self._set_state(ep, "done")
         self.in_flight.add(-1)
         if ep.engine >= 0:
@@ -488,7 +513,13 @@ def simulate(cfg: FleetConfig, on_step: Callable[[int, int], None] | None = None
 
     L = (e_flight - a_flight) / span
     lam = float(in_window.sum()) / span
-    W = float(dur[in_window].mean()) if in_window.any() else math.nan
+    # Little's law counts what L counts: every episode in flight, aborted ones too, so lambda
+    # and W are over all departures (finished or aborted) in the window
+    gone = [ep for ep in fleet.episodes if not math.isnan(ep.left)]
+    stay = np.array([ep.left - ep.launched for ep in gone])
+    gone_in_window = np.array([t0 <= ep.left <= t_end for ep in gone], dtype=bool)
+    lam_all = float(gone_in_window.sum()) / span
+    W_all = float(stay[gone_in_window].mean()) if gone_in_window.any() else math.nan
     report = {
         "mode": cfg.mode,
         "steps": cfg.steps,
@@ -523,7 +554,7 @@ def simulate(cfg: FleetConfig, on_step: Callable[[int, int], None] | None = None
         "tail_share_trained": float(np.mean([ep.slow for ep in trained])) if trained else math.nan,
         "in_flight_mean": L,
         "throughput_per_s": lam,
-        "littles_law_lambda_w": lam * W,
+        "littles_law_lambda_w": lam_all * W_all,
         "expected_episode_s_cold": cfg.expected_episode_s,
     }
     tl = np.array(fleet.timeline, dtype=np.float64).reshape(-1, 6)

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 import torch
 
 from arl.batch import collate
+from arl.checks import check
 from arl.errors import ArlError
 from arl.losses import dpo_loss, episode_logp, sft_loss, token_logprobs
 from arl.model import TinyAgent
-from arl.train.sft import make_optimizer
+from arl.train.sft import checked_step, make_optimizer
 from arl.types import Trajectory
 
 Pair = tuple[Trajectory, Trajectory]  # (chosen, rejected), same task
@@ -34,8 +35,11 @@ class DPOConfig:
     grad_clip: float = 1.0  # max global gradient norm (0: off)
 
     def __post_init__(self) -> None:
-        if self.steps < 0 or self.beta <= 0 or self.lr <= 0 or self.nll_weight < 0:
-            raise ArlError("DPOConfig: steps >= 0, beta > 0, lr > 0 and nll_weight >= 0 required")
+        check("steps", self.steps, 0, 10_000_000, integer=True)
+        check("beta", self.beta, 0, 1e6, open_lo=True)
+        check("lr", self.lr, 0, 1.0, open_lo=True)
+        check("nll_weight", self.nll_weight, 0, 1e6)
+        check("grad_clip", self.grad_clip, 0, 1e6)
 
 
 def build_pairs(trajs: Sequence[Trajectory], rng: random.Random) -> list[Pair]:
@@ -92,8 +96,7 @@ def dpo_train(
             loss = loss + config.nll_weight * sft_loss(logp[:P], batch.action_mask[:P])
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        if config.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        checked_step(model, float(loss.detach()), config.grad_clip, f"DPO step {step + 1}")
         opt.step()
         record["loss"] = float(loss.detach())
         history.append(record)

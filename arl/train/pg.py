@@ -10,9 +10,12 @@ backward pass. The math lives in arl/losses.py; this file is the loop.
 from __future__ import annotations
 
 import copy
+import hashlib
+import io
 import json
 import math
 import random
+import re
 import shutil
 import time
 from collections import deque
@@ -25,7 +28,8 @@ import numpy as np
 import torch
 
 from arl.batch import Batch, collate
-from arl.errors import ArlError
+from arl.checks import check, check_seed
+from arl.errors import ArlError, Diverged
 from arl.gym.env import REWARDS, TRUNCATIONS, EnvConfig
 from arl.gym.tasks import SPLITS, Task, tasks_for
 from arl.losses import (
@@ -41,12 +45,42 @@ from arl.losses import (
     policy_logprobs,
     truncated_is_weights,
 )
-from arl.model import TinyAgent, load_checkpoint, save_checkpoint
+from arl.model import TinyAgent, load_checkpoint, nonfinite_tensor, read_meta, save_checkpoint
 from arl.rollout import rollout_batch
+from arl.runio import (
+    TMP_PREFIX,
+    append_jsonl,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    claim_output_dir,
+    dumps_finite,
+    fsync_dir,
+    read_jsonl,
+)
 from arl.types import POLICY, Trajectory
 
 Hook = Callable[[int, TinyAgent], dict | None]  # (step, model) -> metrics to log
 TIMING_KEYS = ("time/sample", "time/train", "time/step")  # the only non-deterministic metrics
+
+
+MAX_FLOAT = 1e6  # no coefficient, penalty or temperature of a run is anywhere near this
+MAX_EPISODES_PER_STEP = 4096  # one step's rollouts and batch must fit in memory
+# field: (lo, hi) of the integers and finite floats of PGConfig (None: no bound)
+INT_RANGES = {
+    "steps": (0, 10_000_000), "tasks_per_step": (1, 4096), "group_size": (1, 4096),
+    "max_turns": (1, 64), "epochs": (1, 1000), "minibatches": (1, 4096),
+    "microbatch_size": (0, 4096), "flaky_votes": (1, 99), "eval_samples": (1, 1000),
+    "keep_checkpoints": (1, 1000), "max_refills": (0, 100), "filter_cooldown": (0, 10_000_000),
+    "staleness": (0, 1000), "eval_every": (0, 10_000_000), "save_every": (0, 10_000_000),
+    "ref_reset_every": (0, 10_000_000), "mask_shift": (0, 1),
+}  # fmt: skip
+FLOAT_RANGES = {
+    "step_penalty": (0, MAX_FLOAT), "weight_decay": (0, MAX_FLOAT), "grad_clip": (0, MAX_FLOAT),
+    "kl_beta": (0, MAX_FLOAT), "entropy_coef": (0, MAX_FLOAT), "target_entropy": (0, MAX_FLOAT),
+    "entropy_lr": (0, MAX_FLOAT), "clip_high": (0, MAX_FLOAT), "mixed_alpha": (0, MAX_FLOAT),
+    "flaky_prob": (0, 0.5), "is_cap": (1, MAX_FLOAT),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -116,41 +150,15 @@ class PGConfig:
             if not ok:
                 raise ArlError(f"{name}: {what}, got {getattr(self, name)!r}")
 
-        for name in (
-            "tasks_per_step",
-            "group_size",
-            "max_turns",
-            "epochs",
-            "minibatches",
-            "flaky_votes",
-            "eval_samples",
-            "keep_checkpoints",
-        ):
-            need(getattr(self, name) >= 1, name, "must be >= 1")
-        for name in (
-            "steps",
-            "microbatch_size",
-            "max_refills",
-            "filter_cooldown",
-            "staleness",
-            "eval_every",
-            "save_every",
-            "ref_reset_every",
-        ):
-            need(getattr(self, name) >= 0, name, "must be >= 0")
-        for name in (
-            "step_penalty",
-            "weight_decay",
-            "grad_clip",
-            "kl_beta",
-            "entropy_coef",
-            "target_entropy",
-            "entropy_lr",
-            "clip_low",
-            "clip_high",
-            "mixed_alpha",
-        ):
-            need(getattr(self, name) >= 0, name, "must be >= 0")
+        for name, (lo, hi) in INT_RANGES.items():
+            check(name, getattr(self, name), lo, hi, integer=True)
+        check_seed("seed", self.seed)
+        for name, (lo, hi) in FLOAT_RANGES.items():
+            check(name, getattr(self, name), lo, hi)
+        check("temperature", self.temperature, 0, MAX_FLOAT, open_lo=True)
+        check("top_p", self.top_p, 0, 1, open_lo=True)
+        check("lr", self.lr, 0, 1.0, open_lo=True)
+        check("clip_low", self.clip_low, 0, 1, open_hi=True)
         need(self.split in SPLITS, "split", f"must be one of {', '.join(SPLITS)}")
         need(self.reward in REWARDS, "reward", f"must be one of {', '.join(REWARDS)}")
         need(self.truncation in TRUNCATIONS, "truncation", "must be zero or score")
@@ -158,15 +166,14 @@ class PGConfig:
         need(self.aggregation in AGGREGATIONS, "aggregation", f"must be one of {AGGREGATIONS}")
         need(self.kl in ("off", *KL_ESTIMATORS), "kl", "must be off, k1, k2 or k3")
         need(self.kl_in in ("loss", "reward"), "kl_in", "must be loss or reward")
-        need(self.temperature > 0, "temperature", "must be > 0")
-        need(0 < self.top_p <= 1, "top_p", "must be in (0, 1]")
-        need(0 <= self.flaky_prob <= 0.5, "flaky_prob", "must be in [0, 0.5]")
         need(self.flaky_votes % 2 == 1, "flaky_votes", "must be odd")
-        need(self.lr > 0, "lr", "must be > 0")
-        need(self.clip_low < 1, "clip_low", "must be < 1")
-        need(self.is_cap >= 1, "is_cap", "must be >= 1")
         need(self.mask_shift in (0, 1), "mask_shift", "must be 0 or 1")
         need(self.minibatches <= self.episodes_per_step, "minibatches", "must be <= episodes")
+        need(
+            self.episodes_per_step <= MAX_EPISODES_PER_STEP,
+            "group_size",
+            f"tasks_per_step x group_size must be <= {MAX_EPISODES_PER_STEP}",
+        )
         need(not (self.resume and not self.out), "resume", "needs out")
 
     @property
@@ -436,23 +443,100 @@ STATE_FILE = "trainer_state.pt"
 
 def checkpoints(out: Path) -> list[Path]:
     """Complete checkpoints under a run directory, oldest first."""
-    done = [p for p in out.glob("ckpt-*") if (p / STATE_FILE).is_file() and "tmp" not in p.name]
-    return sorted(done, key=lambda p: int(p.name.split("-")[1]))
+    done = [p for p in out.glob("ckpt-*") if re.fullmatch(r"ckpt-\d+", p.name)]
+    return sorted((p for p in done if (p / STATE_FILE).is_file()), key=lambda p: int(p.name[5:]))
 
 
 def save_trainer_checkpoint(out: Path, step: int, model: TinyAgent, state: dict, keep: int) -> Path:
-    """Write out/ckpt-STEP via a temp directory and one rename; keep the newest `keep`."""
+    """Write out/ckpt-STEP via a temp directory and one rename; keep the newest `keep`.
+
+    The trainer state's sha256 goes into the checkpoint's config.json beside the tensors'
+    checksums; a failed write removes its temp directory and leaves the older checkpoints.
+    """
     final = out / f"ckpt-{step:06d}"
-    tmp = out / f".tmp-ckpt-{step:06d}"
+    tmp = out / f"{TMP_PREFIX}ckpt-{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
-    save_checkpoint(model, tmp, extra={"kind": "pg", "step": step})
-    torch.save(state, tmp / STATE_FILE)
-    if final.exists():
-        shutil.rmtree(final)
-    tmp.rename(final)  # atomic: a crash before this line leaves the last good checkpoint
+    try:
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        data = buf.getvalue()
+        atomic_write_bytes(tmp / STATE_FILE, data)
+        files = {STATE_FILE: hashlib.sha256(data).hexdigest()}
+        save_checkpoint(model, tmp, extra={"kind": "pg", "step": step, "files": files})
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)  # atomic: a crash before this line leaves the last good checkpoint
+        fsync_dir(out)
+    except OSError as e:
+        raise ArlError(f"cannot write checkpoint {final}: {e.strerror or e}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     for old in checkpoints(out)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def load_trainer_state(ckpt: Path) -> dict:
+    """A checkpoint's trainer_state.pt, checked against the sha256 its config.json holds."""
+    meta = read_meta(ckpt)
+    want = (
+        (meta.get("files") or {}).get(STATE_FILE) if isinstance(meta.get("files"), dict) else None
+    )
+    try:
+        data = (ckpt / STATE_FILE).read_bytes()
+    except OSError as e:
+        raise ArlError(f"checkpoint {ckpt}: cannot read {STATE_FILE} ({e.strerror})") from None
+    if want is None or hashlib.sha256(data).hexdigest() != want:
+        raise ArlError(f"checkpoint {ckpt}: corrupt {STATE_FILE} (checksum differs)")
+    try:
+        state = torch.load(io.BytesIO(data), weights_only=True)
+    except Exception as e:  # torch raises many types for a damaged file  # noqa: BLE001
+        raise ArlError(f"checkpoint {ckpt}: corrupt {STATE_FILE} ({type(e).__name__})") from None
+    if not isinstance(state, dict) or not _STATE_KEYS <= set(state):
+        raise ArlError(f"checkpoint {ckpt}: corrupt {STATE_FILE} (missing fields)")
+    return state
+
+
+_STATE_KEYS = {"step", "optimizer", "python_rng", "torch_rng", "reference", "queue", "cooldown",
+               "entropy_coef", "config"}  # fmt: skip
+ALWAYS_CHANGEABLE = ("resume", "out")  # resuming, or a run folder that was moved
+
+
+def config_changes(saved: dict, config: PGConfig) -> dict[str, tuple[Any, Any]]:
+    """Fields whose value differs between a checkpoint's PGConfig and this run's."""
+    now = asdict(config)
+    return {
+        k: (saved.get(k), now.get(k))
+        for k in sorted(saved.keys() | now.keys())
+        if saved.get(k) != now.get(k) and k not in ALWAYS_CHANGEABLE
+    }
+
+
+def resume_state(ckpt: Path, model: TinyAgent, config: PGConfig, allow_change) -> dict:
+    """Load the newest checkpoint into `model` and return its trainer state, after checking
+    that the model's shape and the PGConfig match it (keys in `allow_change` may differ)."""
+    loaded = load_checkpoint(ckpt)  # checksums, format, finiteness
+    if loaded.config != model.config:
+        a, b = asdict(loaded.config), asdict(model.config)
+        diff = ", ".join(f"{k} {a[k]} vs {b[k]}" for k in a if a[k] != b[k])
+        raise ArlError(f"resume: {ckpt} holds another model shape than --init ({diff})")
+    st = load_trainer_state(ckpt)
+    try:
+        saved = json.loads(st["config"])
+    except (TypeError, ValueError):
+        raise ArlError(f"checkpoint {ckpt}: corrupt {STATE_FILE} (config)") from None
+    changes = {k: v for k, v in config_changes(saved, config).items() if k not in allow_change}
+    if changes:
+        shown = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in list(changes.items())[:3])
+        raise ArlError(
+            f"resume: the config differs from {ckpt}'s ({shown}); "
+            f"--allow-change {','.join(changes)} accepts it"
+        )
+    tensors = [t for v in st["optimizer"].get("state", {}).values() for t in v.values()]
+    if nonfinite_tensor({str(i): t for i, t in enumerate(tensors) if torch.is_tensor(t)}):
+        raise ArlError(f"resume: {ckpt}: non-finite optimizer state")
+    model.load_state_dict(loaded.state_dict())
+    return st
 
 
 def _snapshot(model: TinyAgent) -> dict[str, torch.Tensor]:
@@ -460,6 +544,9 @@ def _snapshot(model: TinyAgent) -> dict[str, torch.Tensor]:
 
 
 # --- the loop -----------------------------------------------------------------------------------
+
+
+OWNED = ("ckpt-*", "metrics.jsonl", "config.json")  # what a run writes into its folder
 
 
 def train_pg(
@@ -470,13 +557,37 @@ def train_pg(
     hook: Hook | None = None,
     hook_every: int = 10,
     progress: bool = False,
+    allow_change: Sequence[str] = (),
+    claimed: bool = False,
 ) -> list[dict]:
     """Train `model` in place on `tasks` (default: config.split); one metrics dict per step.
 
     hook(step, model) runs at step 0, every `hook_every` steps and after the last; what it
     returns is logged. With config.out, metrics go to out/metrics.jsonl and checkpoints
-    to out/ckpt-STEP (each loadable by arl.model.load_checkpoint).
+    to out/ckpt-STEP (each loadable by arl.model.load_checkpoint); the folder is claimed
+    (locked; another run's files refused) unless the caller `claimed` it already. A resume
+    refuses a PGConfig that differs from the checkpoint's outside `allow_change`. A NaN or
+    infinite loss or gradient norm stops the run (Diverged) before the optimizer steps.
     """
+    if not config.out or claimed:
+        return _train_pg(model, config, tasks, steps, hook, hook_every, progress, allow_change)
+    with claim_output_dir(config.out, "train pg", OWNED, reuse=config.resume):
+        return _train_pg(model, config, tasks, steps, hook, hook_every, progress, allow_change)
+
+
+def _kept_metrics(path: Path, start: int, config: PGConfig, steps: int) -> list[dict]:
+    """The log rows a resume from step `start` keeps: those an uninterrupted run has too.
+
+    An evaluation logged at `start` only because it was the old last step is dropped.
+    """
+    if not start or not path.exists():
+        return []
+    rows = [r for r in read_jsonl(path) if isinstance(r.get("step"), int) and r["step"] <= start]
+    regular = config.eval_every and start % config.eval_every == 0
+    return [r for r in rows if r["step"] < start or "reward" in r or regular or start == steps]
+
+
+def _train_pg(model, config, tasks, steps, hook, hook_every, progress, allow_change):
     pool = list(tasks) if tasks is not None else list(tasks_for(config.split))
     if not pool:
         raise ArlError("train_pg needs at least one task")
@@ -492,34 +603,47 @@ def train_pg(
     out = Path(config.out) if config.out else None
     if out is not None and config.resume and checkpoints(out):
         ckpt = checkpoints(out)[-1]
-        st = torch.load(ckpt / STATE_FILE, weights_only=True)
-        model.load_state_dict(load_checkpoint(ckpt).state_dict())
-        opt.load_state_dict(st["optimizer"])
-        rng.setstate(_to_rng_state(st["python_rng"]))
-        torch.set_rng_state(st["torch_rng"])
-        if ref is not None:
-            ref.load_state_dict(st["reference"])
+        st = resume_state(ckpt, model, config, allow_change)
+        try:
+            opt.load_state_dict(st["optimizer"])
+            rng.setstate(_to_rng_state(st["python_rng"]))
+            torch.set_rng_state(st["torch_rng"])
+            if ref is not None:
+                ref.load_state_dict(st["reference"])
+        except (ValueError, TypeError, KeyError, RuntimeError) as e:
+            raise ArlError(f"resume: {ckpt}: trainer state does not fit this run ({e})") from None
         queue = deque(st["queue"])
         cooldown, entropy_coef, start = dict(st["cooldown"]), float(st["entropy_coef"]), st["step"]
     jsonl = None
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(json.dumps(asdict(config), indent=2))
+        atomic_write_json(out / "config.json", asdict(config))
         path = out / "metrics.jsonl"
-        keep = (
-            [ln for ln in path.read_text().splitlines() if json.loads(ln)["step"] <= start]
-            if start and path.exists()
-            else []
-        )
-        path.write_text("".join(ln + "\n" for ln in keep))
-        jsonl = path.open("a")
+        keep = _kept_metrics(path, start, config, steps)
+        atomic_write_text(path, "".join(dumps_finite(r) + "\n" for r in keep))
+        jsonl = path.open("a", encoding="utf-8")
+    bar = _progress(progress, steps, start)
+    try:
+        return _loop(model, config, pool, steps, hook, hook_every, bar, opt, rng, ref,
+                     behavior, queue, cooldown, entropy_coef, start, out, jsonl)  # fmt: skip
+    except Diverged as e:
+        done = checkpoints(out) if out is not None else []
+        last = f"; last good checkpoint: {done[-1]}" if done else ""
+        raise Diverged(f"{e}{last}") from None
+    finally:
+        bar(None, None)
+        if jsonl is not None:
+            jsonl.close()
+
+
+def _loop(model, config, pool, steps, hook, hook_every, bar, opt, rng, ref, behavior,
+          queue, cooldown, entropy_coef, start, out, jsonl) -> list[dict]:  # fmt: skip
+    """The training steps of _train_pg, from `start` + 1 to `steps`."""
     history: list[dict] = []
 
     def log(record: dict) -> None:
         history.append(record)
         if jsonl is not None:
-            jsonl.write(json.dumps(record) + "\n")
-            jsonl.flush()
+            append_jsonl(jsonl, record)
 
     def run_hooks(step: int) -> None:
         record: dict[str, Any] = {}
@@ -530,7 +654,6 @@ def train_pg(
         if record:
             log({"step": step, **record})
 
-    bar = _progress(progress, steps, start)
     if start == 0:
         run_hooks(0)
     model.train()
@@ -616,6 +739,11 @@ def train_pg(
                 params = [p for p in model.parameters() if p.grad is not None]
                 norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip or float("inf"))
                 grad_norms.append(float(norm))
+                if not (math.isfinite(stats[-1]["loss"]) and math.isfinite(grad_norms[-1])):
+                    raise Diverged(
+                        f"step {step}: loss {stats[-1]['loss']:g}, gradient norm "
+                        f"{grad_norms[-1]:g}; stopped before the optimizer step"
+                    )
                 opt.step()
         # the first pass covers every episode once, against the fixed pi_prox
         first = {k: float(np.mean([s[k] for s in stats[: config.minibatches]])) for k in stats[0]}
@@ -665,9 +793,6 @@ def train_pg(
                 "config": json.dumps(asdict(config)),
             }
             save_trainer_checkpoint(out, step, model, state, config.keep_checkpoints)
-    bar(None, None)
-    if jsonl is not None:
-        jsonl.close()
     return history
 
 

@@ -7,13 +7,15 @@ keep a checkpoint without restarting the optimizer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from arl.batch import collate
-from arl.errors import ArlError
+from arl.checks import DERIVED_SEED_MAX, check, check_seed
+from arl.errors import ArlError, Diverged
 from arl.losses import AGGREGATIONS, sft_loss, token_logprobs
 from arl.model import TinyAgent
 from arl.types import Trajectory
@@ -34,12 +36,27 @@ class SFTConfig:
     seed: int = 0  # minibatch sampling
 
     def __post_init__(self) -> None:
-        if self.steps < 0 or self.batch_size < 1:
-            raise ArlError("steps must be >= 0 and batch_size >= 1")
-        if self.lr <= 0:
-            raise ArlError(f"lr: must be > 0, got {self.lr}")
+        check("steps", self.steps, 0, 10_000_000, integer=True)
+        check("batch_size", self.batch_size, 1, 4096, integer=True)
+        check("lr", self.lr, 0, 1.0, open_lo=True)
+        check("weight_decay", self.weight_decay, 0, 1e6)
+        check("grad_clip", self.grad_clip, 0, 1e6)
+        check_seed("seed", self.seed, DERIVED_SEED_MAX)
         if self.aggregation not in AGGREGATIONS:
             raise ArlError(f"aggregation: unknown {self.aggregation!r}")
+
+
+def checked_step(model: TinyAgent, loss: float, max_norm: float, where: str) -> float:
+    """Clip the gradient (max_norm 0: measure only) and return its norm; raise Diverged, before
+    any optimizer step, when the loss or the norm is NaN or infinite."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    if max_norm:
+        norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    else:  # the same norm, without touching the gradients
+        norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
+    if not (math.isfinite(loss) and math.isfinite(norm)):
+        raise Diverged(f"{where}: loss {loss:g}, gradient norm {norm:g}; stopped before the update")
+    return norm
 
 
 def make_optimizer(model: TinyAgent, lr: float, weight_decay: float = 0.0):
@@ -87,8 +104,7 @@ def sft_train(
         loss = sft_loss(token_logprobs(model, batch), batch.action_mask, config.aggregation)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        if config.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        checked_step(model, float(loss.detach()), config.grad_clip, f"SFT step {step}")
         opt.step()
         history.append({"step": step, "loss": float(loss.detach())})
         if hook_every and (step % hook_every == 0 or step == config.steps):

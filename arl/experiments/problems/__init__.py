@@ -7,13 +7,14 @@ its conclusion with the numbers it measured (book numbers only as labelled refer
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
+from arl.checks import check_seed
 from arl.errors import ArlError
 from arl.experiments.problems import dynamics, estimators, rewards, systems
 from arl.experiments.problems.common import Ctx, jsonable, set_threads
+from arl.runio import atomic_write_json, claim_output_dir
 
 PROBLEMS = {
     1: estimators.problem_1,
@@ -32,31 +33,44 @@ PROBLEMS = {
 }
 
 
-def run(number: int, quick: bool = False, seed: int = 0, out: str | Path | None = None) -> dict:
-    """Run one problem; writes results.json and problem-N.png under out; returns the results."""
+def run(
+    number: int,
+    quick: bool = False,
+    seed: int = 0,
+    out: str | Path | None = None,
+    overwrite: bool = False,
+) -> dict:
+    """Run one problem; writes results.json and problem-N.png under out; returns the results.
+
+    The folder is claimed first (locked; a folder of another run refused unless
+    `overwrite`); a rerun of the same problem replaces its two files.
+    """
     if number not in PROBLEMS:
         avail = ", ".join(str(n) for n in PROBLEMS)
         raise ArlError(f"problem {number}: not reproduced (available: {avail})")
+    check_seed("--seed", seed)
     ctx = Ctx(number=number, quick=quick, seed=seed, out=Path(out or f"runs/problem-{number}"))
-    ctx.out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    results, conclusion = PROBLEMS[number](ctx)
-    results = {
-        "problem": number,
-        "quick": quick,
-        "seed": seed,
-        **results,
-        "conclusion": conclusion,
-        "seconds": round(time.perf_counter() - t0, 1),
-    }
-    (ctx.out / "results.json").write_text(json.dumps(jsonable(results), indent=2))
+    owned = ("results.json", f"problem-{number}.png")
+    kind = f"reproduce problem {number}"
+    with claim_output_dir(ctx.out, kind, owned, overwrite=overwrite, reuse=True):
+        t0 = time.perf_counter()
+        results, conclusion = PROBLEMS[number](ctx)
+        results = {
+            "problem": number,
+            "quick": quick,
+            "seed": seed,
+            **results,
+            "conclusion": conclusion,
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+        atomic_write_json(ctx.out / "results.json", jsonable(results))
     return results
 
 
 def main(args) -> int:
-    """CLI entry: args has .number, .quick, .seed, .out."""
+    """CLI entry: args has .number, .quick, .seed, .out, .overwrite."""
     set_threads()
-    results = run(args.number, args.quick, args.seed, args.out)
+    results = run(args.number, args.quick, args.seed, args.out, args.overwrite)
     out = Path(args.out or f"runs/problem-{args.number}")
     print(f"Problem {args.number}{' (quick)' if args.quick else ''}: {results['conclusion']}")
     print(f"[{results['seconds']} s; {out / 'results.json'}, {out / f'problem-{args.number}.png'}]")

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from arl.checks import check
+from arl.errors import ArlError
 from arl.experiments.bases import BaseConfig, cold_start, weak_base
 from arl.gym.tasks import tasks_for
 from arl.model import TinyAgent
@@ -41,8 +43,12 @@ def set_threads() -> int:
 
     import torch
 
-    n = int(os.environ.get("ARL_THREADS", "1"))
-    torch.set_num_threads(max(1, n))
+    text = os.environ.get("ARL_THREADS", "1")
+    try:
+        n = check("ARL_THREADS", int(text), 1, 1024, integer=True)
+    except ValueError:  # ArlError included
+        raise ArlError(f"ARL_THREADS: must be an integer in [1, 1024], got {text!r}") from None
+    torch.set_num_threads(n)
     return n
 
 
@@ -126,8 +132,19 @@ def plot_runs(
     np.atleast_1d(axes)[0].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(ctx.figure, dpi=110)
+    save_png(fig, ctx.figure, dpi=110)
     plt.close(fig)
+
+
+def save_png(fig, path: Path, dpi: int) -> None:
+    """Render a figure to PNG bytes, then write them atomically (never half a file)."""
+    import io
+
+    from arl.runio import atomic_write_bytes
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def new_figure(n: int = 1, width: float = 4.6):
@@ -145,7 +162,7 @@ def save_figure(ctx: Ctx, fig, title: str) -> None:
 
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(ctx.figure, dpi=110)
+    save_png(fig, ctx.figure, dpi=110)
     plt.close(fig)
 
 

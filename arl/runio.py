@@ -1,0 +1,259 @@
+"""Files a run keeps: atomic writes, an fsynced log, and one owner per output folder.
+
+Every file a user keeps (checkpoints, metrics, results, per-episode JSONL) is written to a
+temp file beside its target, fsynced and renamed over it, so a crash, a full disk or a
+kill leaves the old file or the new one, never a part of one. `claim_output_dir` gives a
+run its folder: a lock held while it runs, and a refusal when the folder holds the files
+of another run (unless the user asked to overwrite or to resume).
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from arl.errors import ArlError
+
+LOCK_FILE = ".arl-lock"  # held (flock) while a run writes to the folder; holds the PID
+MARKER_FILE = ".arl-run.json"  # which command's run the folder holds
+TMP_PREFIX = ".tmp-"  # every temp file or folder; a claimed folder's leftovers are removed
+
+
+def _reason(e: OSError) -> str:
+    """A short reason for an OSError: 'No space left on device'."""
+    return e.strerror or type(e).__name__
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename in `path` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write `data` to `path` via a temp file, fsync and rename; an OSError is an ArlError."""
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{path.name}-", dir=path.parent)
+        tmp = Path(name)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        fsync_dir(path.parent)
+    except OSError as e:
+        raise ArlError(f"cannot write {path}: {_reason(e)}") from None
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write UTF-8 text to `path` atomically (temp file, fsync, rename)."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def dumps_finite(obj: Any, indent: int | None = None) -> str:
+    """JSON text, refusing NaN and infinities (they are not JSON; readers choke on them)."""
+    try:
+        return json.dumps(obj, indent=indent, allow_nan=False)
+    except ValueError as e:
+        raise ArlError(f"refusing to write a non-finite number as JSON ({e})") from None
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> Path:
+    """Write `obj` as indented JSON atomically; NaN or inf anywhere is an ArlError."""
+    return atomic_write_text(path, dumps_finite(obj, indent=2) + "\n")
+
+
+def append_jsonl(f: IO[str], record: dict) -> None:
+    """Append one JSON line and fsync it: a kill loses at most the line being written."""
+    f.write(dumps_finite(record) + "\n")
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The records of an append-only log; a torn last line (a kill mid-write) is dropped.
+
+    Any other unreadable line is an ArlError naming it.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ArlError(f"{path}: cannot read ({e})") from None
+    lines = text.split("\n")
+    records = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            if i == len(lines):  # no newline after it: the write was cut short
+                break
+            raise ArlError(f"{path}:{i}: corrupt line") from None
+        if not isinstance(row, dict):
+            raise ArlError(f"{path}:{i}: expected a JSON object")
+        records.append(row)
+    return records
+
+
+def check_writable(path: str | Path) -> Path:
+    """Fail now, before any work, if a file cannot be created at `path`."""
+    path = Path(path)
+    if path.is_dir():
+        raise ArlError(f"cannot write {path}: it is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(prefix=TMP_PREFIX, dir=path.parent):
+            pass
+    except OSError as e:
+        raise ArlError(f"cannot write {path}: {_reason(e)}") from None
+    return path
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OSError, OverflowError):
+        return False
+    return True
+
+
+@contextmanager
+def _lock(folder: Path) -> Iterator[None]:
+    """Hold `folder/.arl-lock` for the block; another live holder is an ArlError.
+
+    flock (POSIX) is released by the kernel when its process dies, even by SIGKILL, so a
+    lock can never go stale; where flock is missing, the PID in the file decides.
+    """
+    path = folder / LOCK_FILE
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        fcntl = None
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            holder = int(os.read(fd, 32).decode() or 0)
+        except ValueError:
+            holder = 0
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise
+                who = f"pid {holder}" if holder else "another process"
+                raise ArlError(f"{folder}: in use by another arl run ({who})") from None
+        elif holder and holder != os.getpid() and _pid_alive(holder):
+            raise ArlError(f"{folder}: in use by another arl run (pid {holder})")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the flock; the file stays (unlinking it would race)
+
+
+def _owned(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def _read_marker(folder: Path) -> str | None:
+    try:
+        kind = json.loads((folder / MARKER_FILE).read_text(encoding="utf-8"))["kind"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return kind if isinstance(kind, str) else None
+
+
+def _claim(
+    folder: Path, kind: str, owned: Sequence[str], overwrite: bool, reuse: bool, hint: str
+) -> None:
+    """Refuse, clear or keep the folder's old files (see claim_output_dir); lock held."""
+    entries = [
+        p
+        for p in folder.iterdir()
+        if p.name not in (LOCK_FILE, MARKER_FILE) and not p.name.startswith(TMP_PREFIX)
+    ]
+    marker = _read_marker(folder)
+    foreign = sorted(p.name for p in entries if not _owned(p.name, owned))
+    same = bool(entries) and (marker == kind or (marker is None and not foreign))
+    if entries and not (same and reuse):
+        if foreign:
+            who = f"a run of `arl {marker}`" if marker and marker != kind else "other files"
+            raise ArlError(f"--out {folder}: holds {who} (e.g. {foreign[0]}); use another --out")
+        if not overwrite:
+            first = sorted(p.name for p in entries)[0]
+            raise ArlError(
+                f"--out {folder}: holds an earlier run's files (e.g. {first}); "
+                f"use another --out, or --overwrite to replace them{hint}"
+            )
+        for p in entries:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    for p in folder.glob(f"{TMP_PREFIX}*"):
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    atomic_write_json(folder / MARKER_FILE, {"kind": kind})
+
+
+@contextmanager
+def claim_output_dir(
+    path: str | Path,
+    kind: str,
+    owned: Sequence[str],
+    *,
+    overwrite: bool = False,
+    reuse: bool = False,
+    hint: str = "",
+) -> Iterator[Path]:
+    """Own the folder `path` for a run of `kind` (e.g. "train pg") for the `with` block.
+
+    The folder is created and locked (a second run on it is refused while this one lives).
+    Files that match none of the `owned` patterns, or a run of another kind, are refused.
+    An earlier run of the same kind is refused unless `reuse` (a resume, or a command that
+    rewrites every file it owns) keeps it or `overwrite` deletes its `owned` files (nothing
+    else). Temp files a killed run left are removed. `hint` ends the refusal's message.
+    """
+    folder = Path(path)
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise ArlError(f"--out {folder}: exists and is not a directory")
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = _lock(folder)
+        lock.__enter__()
+    except OSError as e:
+        raise ArlError(f"--out {folder}: {_reason(e)}") from None
+    try:
+        try:
+            _claim(folder, kind, owned, overwrite, reuse, hint)
+        except OSError as e:
+            raise ArlError(f"--out {folder}: {_reason(e)}") from None
+        yield folder
+    finally:
+        lock.__exit__(None, None, None)

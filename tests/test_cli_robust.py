@@ -1,0 +1,309 @@
+"""Every bad input to `arl` is exit status 2 and one line on stderr; runs survive a SIGKILL.
+
+A hypothesis fuzz over every subcommand's numeric flags, PGConfig fields and input files
+(in-process, parse and validation only: no training starts), the probes of issue 10 one by
+one, and a `train pg` killed mid-run and resumed to the same final weights.
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from arl.cli.main import build_parser, main
+from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
+from arl.text import default_vocab
+from arl.train.pg import PGConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+BAD_NUMBERS = ["nan", "inf", "-inf", "1e400", "abc", "", "0x10", "1_0e"]
+# positionals that let a subcommand reach its flags (files are made per example)
+POSITIONALS = {
+    ("eval",): ["oracle"],
+    ("show",): ["mean"],
+    ("stats", "passk"): ["{file}"],
+    ("stats", "compare"): ["{file}", "{file}"],
+    ("reproduce", "problem"): ["3"],
+}
+
+
+def _numeric_flags() -> list[tuple[tuple[str, ...], str]]:
+    """(subcommand path, flag) for every flag of every subcommand that takes a number."""
+    found = []
+
+    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, (*path, name))
+            elif action.option_strings and action.type not in (None, str, Path):
+                found.append((path, action.option_strings[0]))
+
+    walk(build_parser(), ())
+    return found
+
+
+FLAGS = _numeric_flags()
+FAST = {"deadline": None, "suppress_health_check": [HealthCheck.function_scoped_fixture]}
+PG_NUMBERS = [f.name for f in fields(PGConfig) if f.type in ("int", "float")]
+
+
+def _run(argv: list[str], capsys) -> tuple[int, str]:
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+def _one_line(code: int, err: str) -> None:
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("arl: error:") and "Traceback" not in err
+
+
+def test_the_fuzz_covers_every_subcommand():
+    commands = {path[0] for path, _ in FLAGS}
+    assert commands >= {"eval", "show", "stats", "calc", "sim", "reproduce"}
+    assert len(FLAGS) > 60
+
+
+@settings(
+    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(flag=st.sampled_from(FLAGS), bad=st.sampled_from(BAD_NUMBERS))
+def test_fuzz_every_numeric_flag(capsys, flag, bad):
+    path, option = flag
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "r.jsonl"
+        f.write_text('{"task": "t", "sample": 0, "passed": true}\n')
+        pos = [p.format(file=f) for p in POSITIONALS.get(path, [])]
+        _one_line(*_run([*path, *pos, f"{option}={bad}"], capsys))
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    key=st.sampled_from(PG_NUMBERS),
+    bad=st.sampled_from(["nan", "inf", "-inf", "1e400", "1e999", "-1e9", "9223372036854775808"]),
+)
+def test_fuzz_every_pg_number(capsys, key, bad):
+    """NaN, inf, huge or far-negative values of any PGConfig number: refused, the field named."""
+    with tempfile.TemporaryDirectory() as tmp:
+        code, err = _run(["train", "pg", "--set", f"{key}={bad}", "--set", f"out={tmp}/r"], capsys)
+        _one_line(code, err)
+        assert key in err and not Path(tmp, "r").exists()  # refused before the folder
+
+
+def _bad_files():
+    garbage = st.binary(min_size=1, max_size=200).map(lambda b: b"\xff\xfe" + b)
+    nested = st.integers(1_000, 60_000).map(lambda n: ("[" * n + "]" * n).encode())
+    wrong = st.sampled_from([b"[]", b"42", b'"x"', b"null", b'{"steps": NaN}', b'{"seed": -1}',
+                             b'{"steps": 1e400}', b'{"seed": 9223372036854775808}',
+                             b'{"lr": Infinity}', b'{"bogus": 1}'])  # fmt: skip
+    return st.one_of(garbage, nested, wrong)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=_bad_files(), command=st.sampled_from(["pg", "fleet", "passk", "compare", "eval"]))
+def test_fuzz_input_files(capsys, data, command):
+    """Config files, result files and checkpoint metadata that are not what they should be."""
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "input"
+        f.write_bytes(data)
+        argv = {
+            "pg": ["train", "pg", "--config", str(f), "--set", f"out={tmp}/run"],
+            "fleet": ["sim", "fleet", "--config", str(f), "--out", f"{tmp}/sim"],
+            "passk": ["stats", "passk", str(f)],
+            "compare": ["stats", "compare", str(f), str(f)],
+            "eval": ["eval", tmp],
+        }[command]
+        if command == "eval":
+            (Path(tmp) / "config.json").write_bytes(data)
+            (Path(tmp) / "model.safetensors").write_bytes(data)
+        _one_line(*_run(argv, capsys))
+
+
+@pytest.fixture()
+def small_init(tmp_path):
+    torch.manual_seed(0)
+    config = TinyAgentConfig(
+        vocab_size=len(default_vocab()), n_layer=1, n_embd=32, n_head=2, block_size=256
+    )
+    return str(save_checkpoint(TinyAgent(config), tmp_path / "init"))
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["calc", "kl", "--log-ratios", "1000"], "<= 700"),
+        (["calc", "kl", "--log-ratios", "-1000"], None),  # fine: k3 = e^-1000 - 1 + 1000
+        (["eval", "oracle", "--temperature", "inf"], "--temperature"),
+        (["eval", "oracle", "--seed", str(2**63)], "a seed in"),
+        (["calc", "group-size", "--budget", "1000000000"], "<= 100,000"),
+        (["eval", "oracle", "--samples", "1000000000"], "<= 1,000"),
+        (["reproduce", "problem", "5"], "available: 1, 2, 3"),
+        (["eval", "./nowhere"], "no such checkpoint directory"),
+        (["eval", "weak2"], "unknown policy"),
+    ],
+)
+def test_issue_10_probes(capsys, argv, message):
+    code, err = _run(argv, capsys)
+    if message is None:
+        assert code == 0, err
+    else:
+        _one_line(code, err)
+        assert message in err
+
+
+def test_unwritable_out_is_refused_before_the_evaluation(capsys, tmp_path):
+    (tmp_path / "file").write_text("x")
+    code, err = _run(["eval", "untrained", "--out", str(tmp_path / "file" / "r.jsonl")], capsys)
+    _one_line(code, err)
+    assert "cannot write" in err
+
+
+def test_eval_of_a_run_folder_names_its_newest_checkpoint(capsys, tmp_path, small_init):
+    save_checkpoint(TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab()), n_layer=1,
+                              n_embd=32, n_head=2)), tmp_path / "run" / "ckpt-000004")  # fmt: skip
+    code, err = _run(["eval", str(tmp_path / "run")], capsys)
+    _one_line(code, err)
+    assert "run folder; its newest checkpoint is" in err and "ckpt-000004" in err
+
+
+def test_init_of_another_vocabulary_is_refused(capsys, tmp_path):
+    model = TinyAgent(TinyAgentConfig(vocab_size=50, n_layer=1, n_embd=32, n_head=2))
+    path = save_checkpoint(model, tmp_path / "other")
+    code, err = _run(["train", "pg", "--init", str(path), "--set", f"out={tmp_path}/r"], capsys)
+    _one_line(code, err)
+    assert "vocabulary size 50" in err
+
+
+def test_bad_threads_and_a_closed_pipe(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("ARL_THREADS", "abc")
+    code, err = _run(["train", "pg", "--set", f"out={tmp_path}/r"], capsys)
+    _one_line(code, err)
+    assert "ARL_THREADS" in err
+
+    class ClosedPipe:
+        def write(self, text):
+            raise BrokenPipeError
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["calc", "list", "--json"]) == 141
+    assert capsys.readouterr().err == ""  # quiet
+
+
+def test_version_and_problem_help(capsys):
+    from arl import __version__
+    from arl.cli.reproduce import PROBLEM_NUMBERS
+    from arl.experiments.problems import PROBLEMS
+
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip() == f"arl {__version__}"
+    assert PROBLEM_NUMBERS == tuple(PROBLEMS)
+    with pytest.raises(SystemExit):
+        main(["reproduce", "problem", "--help"])
+    assert "1, 2, 3, 4, 7, 8, 9, 12, 13, 16, 17, 26, 28" in " ".join(
+        capsys.readouterr().out.split()
+    )
+
+
+def test_a_diverged_cli_run_exits_3_with_one_line(capsys, monkeypatch, tmp_path, small_init):
+    from arl.train import pg
+
+    real = pg.accumulate_policy_gradient
+
+    def inf_loss(*args, **kwargs):
+        return {**real(*args, **kwargs), "loss": float("inf")}
+
+    monkeypatch.setattr(pg, "accumulate_policy_gradient", inf_loss)
+    argv = ["train", "pg", "--init", small_init, "--quiet", "--set", "tasks_per_step=2",
+            "--set", "group_size=2", "--set", f"out={tmp_path}/r"]  # fmt: skip
+    code, err = _run(argv, capsys)
+    assert code == 3 and err.count("\n") == 1 and "step 1: loss inf" in err
+
+
+# --- kill and resume ---------------------------------------------------------------------------
+
+PG_ARGS = ["--quiet", "--set", "steps=6", "--set", "save_every=1", "--set", "tasks_per_step=2",
+           "--set", "group_size=2", "--set", "minibatches=1", "--set", "eval_every=4",
+           "--set", "eval_samples=1"]  # fmt: skip
+
+
+def _arl(*argv: str) -> subprocess.Popen:
+    env = {**os.environ, "ARL_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "arl", "train", "pg", *argv],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _rows(out: Path) -> list[dict]:
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_way_resumes_to_the_same_weights(tmp_path, small_init):
+    from safetensors.torch import load_file
+
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    ref = _arl("--init", small_init, *PG_ARGS, "--set", f"out={whole}")
+    run = _arl("--init", small_init, *PG_ARGS, "--set", f"out={killed}")
+    deadline = time.monotonic() + 120
+    while not (killed / "ckpt-000003").exists() and run.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    assert ref.wait() == 0, ref.stderr.read()
+    assert not (killed / "ckpt-000006").exists()  # it really died before the end
+    again = _arl("--init", small_init, *PG_ARGS, "--set", f"out={killed}", "--set", "resume=true")
+    assert again.wait() == 0, again.stderr.read()
+    a = load_file(str(whole / "ckpt-000006" / "model.safetensors"))
+    b = load_file(str(killed / "ckpt-000006" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert _rows(whole) == _rows(killed)  # no duplicate, missing or extra row
+    assert not list(killed.glob(".tmp-*"))
+
+
+@pytest.mark.parametrize("name", ["weak", "cold"])
+def test_eval_accepts_the_cached_bases_like_train_pg_init(capsys, monkeypatch, name):
+    from arl.experiments import bases
+
+    calls = []
+
+    def tiny(config):
+        calls.append(config.seed)
+        torch.manual_seed(0)
+        return TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab()), n_layer=1, n_embd=32,
+                                         n_head=2))  # fmt: skip
+
+    monkeypatch.setattr(bases, "weak_base" if name == "weak" else "cold_start", tiny)
+    code = main(["eval", name, "--samples", "1", "--seed", "3", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and calls == [3] and out["policy"] == name and out["split"] == "train"
+
+
+def test_eval_says_which_split_it_evaluates(capsys):
+    assert main(["eval", "oracle", "--samples", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "evaluating on the train split (the tasks training sees; --split heldout" in out
