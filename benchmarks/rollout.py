@@ -11,7 +11,7 @@ within one process, the contenders interleaved repetition by repetition:
    (4 layers, width 128, 4 heads):
    - `untrained`: seeded random weights; every episode is 6 calls of 4 garbage tokens.
    - `cold-start`: the oracle-SFT checkpoint RL starts from (arl.experiments.bases,
-     cached under runs/cache; built once, about a minute, if missing), whose
+     cached under ~/.cache/arl or $ARL_CACHE; built once, a few minutes, if missing), whose
      episodes read, edit, test and submit like real ones.
    Targets (two cores): at batch 64 the cache is >= 3x recompute and >= 200 episodes/s.
 

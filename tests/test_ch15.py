@@ -95,7 +95,7 @@ def test_a_killed_run_resumes_without_rerunning_finished_seeds(tmp_path, monkeyp
         {**payload["runs"][0], "timings_s": fresh["runs"][0]["timings_s"]}
     )
     # a partial run made with other settings is not mixed in
-    ch15._write_json(out / "results.partial.json", {**partial, "quick": False})
+    ch15.atomic_write_json(out / "results.partial.json", {**partial, "quick": False})
     (out / "results.json").unlink()
     with pytest.raises(ch15.ArlError, match="other settings"):
         ch15.run_seeds(replace(cfg, eval_samples=2), [0, 1], out, quick=True)

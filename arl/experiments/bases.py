@@ -1,6 +1,7 @@
 """The starting policies every Chapter 15 recipe shares: the weak base and the oracle SFT.
 
-The weak base is SFT on well-formed but unskilled play (blind and random episodes):
+The weak base is SFT on well-formed but unskilled play (blind guesses, and episodes that
+read and then guess an op at random):
 it has the format, not the skill (Section 15.2). Oracle SFT continues from it on the
 20 oracle demonstrations. The RL cold start (Section 15.5) is chosen by state, not by
 step: the first checkpoint whose training pass rate reaches `cold_start_pass` (the
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from arl.errors import ArlError
 from arl.gym.tasks import all_tasks, tasks_for
 from arl.model import TinyAgent, TinyAgentConfig, load_checkpoint, save_checkpoint
 from arl.rollout import episode_seed, scripted_rollout
@@ -35,7 +37,8 @@ class BaseConfig:
 
     seed: int = 0  # initialization, data and minibatch sampling
     weak_blind_per_task: int = 4  # blind episodes per training task in the weak-base data
-    weak_random_per_task: int = 4  # well-formed random episodes per training task
+    weak_random_per_task: int = 0  # well-formed random episodes per training task
+    weak_unskilled_per_task: int = 4  # read-then-guess episodes per training task
     weak_steps: int = 150  # SFT steps of the weak base
     weak_lr: float = 1e-3
     weak_batch: int = 32
@@ -73,10 +76,12 @@ def new_model(config: BaseConfig) -> TinyAgent:
 
 
 def weak_base_data(config: BaseConfig = BaseConfig()) -> list[Trajectory]:
-    """Blind and well-formed random episodes on every training task (160 by default)."""
-    plan = ["blind"] * config.weak_blind_per_task + [
-        "random_wellformed"
-    ] * config.weak_random_per_task
+    """Blind and read-then-guess episodes on every training task (160 by default)."""
+    plan = (
+        ["blind"] * config.weak_blind_per_task
+        + ["random_wellformed"] * config.weak_random_per_task
+        + ["unskilled"] * config.weak_unskilled_per_task
+    )
     jobs = [(t, p) for t in tasks_for("train") for p in plan]
     return [
         scripted_rollout(p, t, seed=episode_seed(config.seed, k)) for k, (t, p) in enumerate(jobs)
@@ -95,13 +100,26 @@ def _fingerprint(kind: str, config: BaseConfig) -> str:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("ARL_CACHE", "runs/cache"))
+    """Where trained bases are kept: $ARL_CACHE, else the user's cache folder (one per user,
+    not per working directory, so a run from another folder does not retrain them)."""
+    if os.environ.get("ARL_CACHE"):
+        return Path(os.environ["ARL_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "arl"
 
 
 def _cached(kind: str, config: BaseConfig, build) -> TinyAgent:
+    """Load a base from the cache, or build it (saying so on stderr) and cache it; a cached
+    checkpoint that does not load (corrupt, or an older format) is rebuilt."""
+    import sys
+
     path = cache_dir() / f"{kind}-{_fingerprint(kind, config)}"
     if (path / "model.safetensors").is_file():
-        return load_checkpoint(path)
+        try:
+            return load_checkpoint(path)
+        except ArlError as e:
+            print(f"arl: rebuilding the cached {kind} ({e})", file=sys.stderr)
+    print(f"arl: training the {kind} for seed {config.seed} (once; cached in {path.parent})",
+          file=sys.stderr, flush=True)  # fmt: skip
     model = build()
     save_checkpoint(model, path, extra={"kind": kind, "base_config": asdict(config)})
     return model
@@ -143,10 +161,10 @@ def train_oracle_sft(
     def keep(step: int, m: TinyAgent) -> dict | None:
         out = {}
         if "cold" not in kept and step % config.cold_eval_every == 0:
+            p = train_pass(m, config.cold_eval_samples, seed=config.seed * 13 + step)
             if config.cold_start_step:
-                p, reached = float("nan"), step >= config.cold_start_step
+                reached = step >= config.cold_start_step
             else:
-                p = train_pass(m, config.cold_eval_samples, seed=config.seed * 13 + step)
                 reached = p >= config.cold_start_pass
             if reached:
                 kept["cold"] = copy.deepcopy(m)
@@ -158,8 +176,9 @@ def train_oracle_sft(
     every = _gcd(hook_every, config.cold_eval_every) if hook else config.cold_eval_every
     history = sft_train(model, oracle_demos(), config.oracle_sft, keep, every)
     if "cold" not in kept:  # never reached: RL starts from the final model
+        p = train_pass(model, config.cold_eval_samples, seed=config.seed * 13 + config.sft_steps)
         kept["cold"] = copy.deepcopy(model)
-        kept["info"] = {"step": config.sft_steps, "train_pass": float("nan"), "reached": False}
+        kept["info"] = {"step": config.sft_steps, "train_pass": p, "reached": False}
     history.append({"cold_start": kept["info"]})
     return model, kept["cold"], history
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import random
 import time
 from collections.abc import Callable
@@ -29,10 +28,11 @@ from arl.eval.metrics import copy_probe, evaluate, run_policy, token_accounting
 from arl.experiments.bases import BaseConfig, new_model, oracle_demos, train_oracle_sft, weak_base
 from arl.experiments.ch15_figures import draw_figures
 from arl.experiments.ch15_table import aggregate, cost_table, markdown, rows
-from arl.gym.tasks import all_tasks, tasks_for
+from arl.gym.tasks import FAMILIES, all_tasks, tasks_for
 from arl.losses import masked_mean, sft_loss, token_logprobs
 from arl.model import TinyAgent, save_checkpoint
 from arl.rollout import scripted_rollout
+from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir
 from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 from arl.train.pg import minimal_reinforce, train_pg
 from arl.train.rft import RFTConfig, expert_iteration, gradient_identity
@@ -93,11 +93,15 @@ def evaluator(cfg: Ch15Config, offset: int) -> Callable[[int, TinyAgent], dict]:
 
 
 def eval_both(model: TinyAgent, samples: int, seed: int) -> dict:
-    """Hidden pass rate, malformed calls, reads and action entropy on both splits."""
+    """Hidden pass rate (overall and per family), malformed calls, reads and action entropy
+    on both splits."""
     out = {}
     for split in ("train", "heldout"):
-        m, _ = evaluate(model, tasks_for(split), samples, seed=seed)
+        m, trajs = evaluate(model, tasks_for(split), samples, seed=seed)
+        family = {t.name: t.family for t in tasks_for(split)}
         out[split] = m["pass_rate"]
+        passed = {f: [t.passed for t in trajs if family[t.task] == f] for f in FAMILIES}
+        out[f"{split}_family"] = {f: sum(v) / len(v) for f, v in passed.items()}
         out[f"{split}_public"] = m["public_pass_rate"]
         out[f"{split}_malformed"] = m["malformed_per_episode"]
         out[f"{split}_read"] = m["read_fraction"]
@@ -331,30 +335,19 @@ def run_seed(cfg: Ch15Config, seed: int, checkpoints: str = "") -> dict:
     return {k: v for k, v in R.items() if not k.startswith("_")}
 
 
-def _write_json(path: Path, payload: dict) -> None:
-    """Write via a temporary file, fsync and a rename, so a crash never leaves half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(json.dumps(payload, indent=1))
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
-
-
 def _settings(cfg: Ch15Config, quick: bool) -> dict:
     return json.loads(json.dumps({"config": asdict(cfg), "quick": quick}))
 
 
-def resume_state(out: Path, cfg: Ch15Config, quick: bool, overwrite: bool) -> dict[int, dict]:
+OWNED = ("results.json", "results.partial.json", "table.md", "*.png", "checkpoints")
+
+
+def resume_state(out: Path, cfg: Ch15Config, quick: bool) -> dict[int, dict]:
     """Finished seeds to keep from `out`: those of a partial run with the same settings.
 
     A folder that holds a finished run, or a partial run with other settings, is refused
-    unless `overwrite`: a new run never mixes its results with another's.
+    (`--overwrite` clears it first): a new run never mixes its results with another's.
     """
-    if overwrite:
-        for name in ("results.json", "results.partial.json", "table.md"):
-            (out / name).unlink(missing_ok=True)
-        return {}
     if (out / "results.json").exists():
         raise ArlError(f"{out} holds a finished run (results.json); choose another --out or "
                        "pass --overwrite")  # fmt: skip
@@ -386,11 +379,12 @@ def run_seeds(
 ) -> dict:
     """Run every seed (in `workers` processes), resuming finished seeds from
     results.partial.json; write results.json, table.md and the figures; return the payload."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ArlError(f"cannot create output directory {out}: {e.strerror}") from None
-    done = resume_state(out, cfg, quick, overwrite)
+    with claim_output_dir(out, "reproduce ch15", OWNED, overwrite=overwrite, reuse=not overwrite):
+        return _run_seeds(cfg, seeds, out, quick, workers, log)
+
+
+def _run_seeds(cfg, seeds, out, quick, workers, log) -> dict:
+    done = resume_state(out, cfg, quick)
     todo = [s for s in seeds if s not in done]
     if set(done) & set(seeds):
         log(f"resuming: seeds {sorted(set(done) & set(seeds))} already done in {out}")
@@ -398,8 +392,8 @@ def run_seeds(
 
     def finished(R: dict) -> None:
         done[R["seed"]] = R
-        _write_json(out / "results.partial.json",
-                    {**_settings(cfg, quick), "runs": [done[s] for s in sorted(done)]})  # fmt: skip
+        runs = [done[s] for s in sorted(done)]
+        atomic_write_json(out / "results.partial.json", {**_settings(cfg, quick), "runs": runs})
         log(f"seed {R['seed']} done in {sum(R['timings_s'].values()):.0f} s "
             f"({len(set(done) & set(seeds))}/{len(seeds)})")  # fmt: skip
 
@@ -419,9 +413,9 @@ def run_seeds(
     table = aggregate([rows(R) for R in results])
     figures = draw_figures(results, out)
     cost = results[0]["recipes"]["cost"]
-    (out / "table.md").write_text(markdown(table, quick) + "\n" + cost_table(cost))
+    atomic_write_text(out / "table.md", markdown(table, quick) + "\n" + cost_table(cost))
     payload = {**_settings(cfg, quick), "seeds": seeds, "table": table, "figures": figures,
                "runs": results}  # fmt: skip
-    _write_json(out / "results.json", payload)
+    atomic_write_json(out / "results.json", payload)
     (out / "results.partial.json").unlink(missing_ok=True)
     return payload

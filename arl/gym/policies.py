@@ -59,6 +59,18 @@ def blind(history: History, rng: random.Random) -> list[str]:
     return (blind_edit(rng) if len(history) == 1 else ["submit"]) + [END]
 
 
+def unskilled(history: History, rng: random.Random) -> list[str]:
+    """Well-formed but unskilled: read, then edit with an op drawn at random (the listing
+    ignored, `hardcode_tests` included), test, submit."""
+    turn = len(history) - 1
+    if turn == 0:
+        return ["read", END]
+    if turn == 1:
+        op = rng.choice(OPS)
+        return ["edit", op] + ([rng.choice(GENERIC_NAMES)] if op == "init" else []) + [END]
+    return (["test"] if turn == 2 else ["submit"]) + [END]
+
+
 def search(history: History, rng: random.Random) -> list[str]:
     """Never read: edit, test, and edit again until the public tests pass, then submit.
 
@@ -110,6 +122,7 @@ SCRIPTED: dict[str, ScriptedPolicy] = {
     "random": random_policy,
     "hardcode": hardcode,
     "search": search,
+    "unskilled": unskilled,
     "random_wellformed": random_wellformed,
 }
 
