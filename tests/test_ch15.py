@@ -66,6 +66,10 @@ def test_reproduce_ch15_quick_end_to_end(tmp_path, monkeypatch, capsys):
     # an occupied output folder is refused, in one line, with exit status 2
     assert main(["reproduce", "ch15", "--quick", "--out", str(out)]) == 2
     assert "holds a finished run" in capsys.readouterr().err
+    # --retable recomputes the table of the finished run without running anything
+    (out / "table.md").unlink()
+    assert main(["reproduce", "ch15", "--retable", "--out", str(out)]) == 0
+    assert (out / "table.md").read_text() == md
 
 
 @pytest.mark.slow

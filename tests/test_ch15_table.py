@@ -55,7 +55,7 @@ def book_result() -> dict:
             "dpo_nll": [{"rejected_delta": -20.0, "chosen_delta": 1.89, "train": 0.69,
                          "train_malformed": 0.7, "heldout": 0.17}],
         },
-        "recipes": {"curves": {
+        "recipes": {"rl_only": [{"train_malformed": 0.1}], "curves": {
             "oracle_sft": [{"step": 60, "train": 0.99, "heldout": 0.93}],
             "rft": [{"step": 60, "train": 0.74, "heldout": 0.15}],
             "sft_then_rl": [{"step": 60, "train": 0.96, "heldout": 0.95}],
@@ -88,6 +88,7 @@ BREAKS = {
     "four_recipes": lambda R: R["recipes"]["curves"]["sft_then_rl"][-1].update(train=0.80),
     "cold_start": lambda R: R["recipes"]["curves"]["rl_only"][-1].update(train=0.85),
     "rl_only": lambda R: R["recipes"]["curves"]["oracle_sft"][-1].update(heldout=0.40),
+    "rl_only_moving": lambda R: R["recipes"]["curves"]["rl_only"][-1].update(train=0.18),
     "rft_transfer": lambda R: R["recipes"]["curves"]["rft"][-1].update(heldout=0.85),
     "mixed_groups": lambda R: R["groups"]["step_final"].update(mixed_fraction=0.5),
     "template_pass": lambda R: R["template"].update(nll_per_action_token=0.2),

@@ -27,13 +27,16 @@ def cmd_ch15(args: argparse.Namespace) -> int:
     seeds = [args.seed + i for i in range(args.seeds)]
     workers = args.workers or min(len(seeds), os.cpu_count() or 1)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    log(f"arl reproduce ch15: seeds {seeds[0]}..{seeds[-1]} in {workers} process(es)"
-        f"{' (quick settings)' if args.quick else ''}; progress lines follow")  # fmt: skip
-    payload = ch15.run_seeds(cfg, seeds, Path(args.out), quick=args.quick, workers=workers,
-                             overwrite=args.overwrite, log=log)  # fmt: skip
-    table, runs, out = payload["table"], payload["runs"], Path(args.out)
+    if args.retable:
+        payload = ch15.retable(Path(args.out))
+    else:
+        log(f"arl reproduce ch15: seeds {seeds[0]}..{seeds[-1]} in {workers} process(es)"
+            f"{' (quick settings)' if args.quick else ''}; progress lines follow")  # fmt: skip
+        payload = ch15.run_seeds(cfg, seeds, Path(args.out), quick=args.quick, workers=workers,
+                                 overwrite=args.overwrite, log=log)  # fmt: skip
+    table, runs, out, seeds = payload["table"], payload["runs"], Path(args.out), payload["seeds"]
     title = f"Chapter 15 reproduced (seeds {seeds[0]}..{seeds[-1]})"
-    if args.quick:
+    if payload["quick"]:
         title += " -- QUICK settings: too small to reproduce anything; verdicts are not results"
     view = Table(title=title, show_lines=True)
     for col in ("quantity", "book", "measured (seed mean)", "reproduced"):
@@ -93,6 +96,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="replace a finished or different run in --out (default: refuse; a "
         "partial run with the same settings is resumed)",
+    )
+    c.add_argument(
+        "--retable",
+        action="store_true",
+        help="recompute the table and figures of the finished run in --out from its "
+        "results.json (after a rule changed); runs nothing",
     )
     c.add_argument("--out", default="runs/ch15", help="output directory")
     c.set_defaults(func=cmd_ch15)

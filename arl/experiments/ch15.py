@@ -410,13 +410,32 @@ def _run_seeds(cfg, seeds, out, quick, workers, log) -> dict:
             futures = [pool.submit(run_seed, cfg, seed, ckpt(seed)) for seed in todo]
             for fut in as_completed(futures):
                 finished(fut.result())
-    results = [done[s] for s in seeds]
-    table = aggregate([rows(R) for R in results])
-    figures = draw_figures(results, out)
-    cost = results[0]["recipes"]["cost"]
-    atomic_write_text(out / "table.md", markdown(table, quick) + "\n" + cost_table(cost))
-    payload = {**_settings(cfg, quick), "seeds": seeds, "table": table, "figures": figures,
-               "runs": results}  # fmt: skip
-    atomic_write_json(out / "results.json", payload)
+    payload = write_outputs(out, {**_settings(cfg, quick), "seeds": seeds,
+                                  "runs": [done[s] for s in seeds]})  # fmt: skip
     (out / "results.partial.json").unlink(missing_ok=True)
     return payload
+
+
+def write_outputs(out: Path, payload: dict) -> dict:
+    """The table (today's rules over the runs), table.md, figures and results.json."""
+    runs = payload["runs"]
+    table = aggregate([rows(R) for R in runs])
+    figures = draw_figures(runs, out)
+    cost = markdown(table, payload["quick"]) + "\n" + cost_table(runs[0]["recipes"]["cost"])
+    atomic_write_text(out / "table.md", cost)
+    payload = {**payload, "table": table, "figures": figures}
+    atomic_write_json(out / "results.json", payload)
+    return payload
+
+
+def retable(out: Path) -> dict:
+    """Recompute the table and figures of a finished run from its results.json (after a rule
+    changed), without rerunning anything."""
+    try:
+        payload = json.loads((out / "results.json").read_text())
+        payload["runs"][0]["recipes"]["cost"]
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+        name = type(e).__name__
+        raise ArlError(f"{out / 'results.json'}: not a finished ch15 run ({name})") from None
+    with claim_output_dir(out, "reproduce ch15", OWNED, reuse=True):
+        return write_outputs(out, payload)

@@ -589,7 +589,8 @@ def _equal(got, expected) -> bool:
 
 
 def piece_vote_guess(name: str, train: dict[str, str]) -> dict[str, float]:
-    """What a policy keyed on name pieces would guess: P(family) from training names sharing a piece.
+    """What a policy keyed on name pieces would guess: P(family) from training names sharing
+    a piece.
 
     `train` maps training names to families; ties split the guess evenly.
     """
