@@ -266,6 +266,10 @@ def test_config_validation_names_the_field():
         EnvConfig(reward="vibes")
     with pytest.raises(ArlError, match="flaky_prob"):
         EnvConfig(flaky_prob=0.7)
+    for field in ("step_penalty", "mixed_alpha", "flaky_prob"):
+        for bad in (float("nan"), float("inf"), -1.0):
+            with pytest.raises(ArlError, match=field):
+                EnvConfig(**{field: bad})
     with pytest.raises(ArlError, match="split"):
         tasks_for("test")
     with pytest.raises(ArlError, match="unknown task"):

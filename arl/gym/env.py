@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from arl.checks import check
 from arl.errors import ArlError
 from arl.gym.exploits import is_hardcoded
 from arl.gym.tasks import ACCUMULATORS, Task, run_tests, task_position
@@ -46,16 +47,14 @@ class EnvConfig:
             raise ArlError(f"reward: unknown {self.reward!r} (choose from {', '.join(REWARDS)})")
         if self.truncation not in TRUNCATIONS:
             raise ArlError(f"truncation: unknown {self.truncation!r} (choose from zero, score)")
-        if not 0.0 <= self.flaky_prob <= 0.5:
-            raise ArlError(f"flaky_prob: must be in [0, 0.5], got {self.flaky_prob}")
-        if self.flaky_votes < 1 or self.flaky_votes % 2 == 0:
+        check("mixed_alpha", self.mixed_alpha, 0, 1e3)
+        check("step_penalty", self.step_penalty, 0, 1e3)
+        check("flaky_prob", self.flaky_prob, 0, 0.5)
+        check("flaky_votes", self.flaky_votes, 1, 99, integer=True)
+        if self.flaky_votes % 2 == 0:
             raise ArlError(f"flaky_votes: must be an odd number >= 1, got {self.flaky_votes}")
-        if self.max_turns < 1:
-            raise ArlError(f"max_turns: must be >= 1, got {self.max_turns}")
-        if self.max_call_tokens < 1:
-            raise ArlError(f"max_call_tokens: must be >= 1, got {self.max_call_tokens}")
-        if self.step_penalty < 0:
-            raise ArlError(f"step_penalty: must be >= 0, got {self.step_penalty}")
+        check("max_turns", self.max_turns, 1, 100, integer=True)
+        check("max_call_tokens", self.max_call_tokens, 1, 100, integer=True)
 
 
 # --- edit ops: source -> edited source, or None when the op changes nothing --------------------
