@@ -99,3 +99,39 @@ def test_wandb_offline_by_default(cli, tmp_path, init, monkeypatch):
                        "--set", f"out={out}", "--report-to", "wandb")  # fmt: skip
     assert code == 0, err
     assert list((out / "wandb").glob("offline-run-*"))
+
+
+class _FakeWandb:
+    """Stands in for the wandb package: records init's arguments, WANDB_MODE and each log."""
+
+    def __init__(self):
+        self.logged: dict[str, dict[int, float]] = {}
+        self.init_kwargs: dict = {}
+        self.mode: str | None = None
+        self.finished = False
+
+    def init(self, **kwargs):
+        import os
+
+        self.init_kwargs, self.mode = kwargs, os.environ.get("WANDB_MODE")
+        return self
+
+    def log(self, values, step):
+        for key, value in values.items():
+            self.logged.setdefault(key, {})[step] = value
+
+    def finish(self):
+        self.finished = True
+
+
+def test_wandb_sink_gets_metrics_jsonl_offline(cli, tmp_path, init, monkeypatch):
+    fake = _FakeWandb()
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    out = tmp_path / "run"
+    code, _, err = cli("train", "pg", "--init", init, *SMALL, "--set", "steps=2",
+                       "--set", f"out={out}", "--report-to", "wandb")  # fmt: skip
+    assert code == 0, err
+    assert fake.mode == "offline" and fake.finished
+    assert fake.init_kwargs["dir"] == str(out) and fake.init_kwargs["config"]["steps"] == 2
+    assert fake.logged == _jsonl(out / "metrics.jsonl")  # the same floats, not float32
