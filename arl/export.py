@@ -203,16 +203,16 @@ def trajectory_rows(trajs: Sequence[Trajectory], samples: int) -> list[dict[str,
 def trajectory_features():
     """The table's datasets.Features: int32 ids, int8 masks and owners, float32 log-probs."""
     datasets = require("datasets", "arl export trajectories")
-    V, L = datasets.Value, datasets.List if hasattr(datasets, "List") else datasets.Sequence
-    return datasets.Features({
+    V = datasets.Value
+    return datasets.Features({  # [feature]: a list of it, in datasets 2.x to 4.x alike
         "task": V("string"), "family": V("string"), "split": V("string"),
         "group": V("int32"), "sample": V("int32"),
-        "input_ids": L(V("int32")), "loss_mask": L(V("int8")), "owners": L(V("int8")),
-        "sampler_logprobs": L(V("float32")),
+        "input_ids": [V("int32")], "loss_mask": [V("int8")], "owners": [V("int8")],
+        "sampler_logprobs": [V("float32")],
         "reward": V("float64"), "passed": V("bool"), "public_pass": V("bool"),
         "turns": V("int32"), "accumulator": V("string"),
         "data_source": V("string"),
-        "prompt": L({"role": V("string"), "content": V("string")}),
+        "prompt": [{"role": V("string"), "content": V("string")}],
         "ability": V("string"),
         "reward_model": {"style": V("string"), "ground_truth": V("string")},
         "extra_info": {"split": V("string"), "index": V("int32"), "task": V("string")},

@@ -6,8 +6,12 @@ import torch
 from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
 from arl.types import POLICY
 
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("tokenizers")
+
+@pytest.fixture()
+def transformers():
+    """The hf extra (transformers and tokenizers), or the test is skipped."""
+    pytest.importorskip("tokenizers")
+    return pytest.importorskip("transformers")
 
 
 def _random_agent(vocab, bias: bool = True, seed: int = 0) -> TinyAgent:
@@ -29,7 +33,7 @@ def _max_diff(model: TinyAgent, hf, ids: torch.Tensor) -> float:
 
 
 @pytest.fixture()
-def exported(tmp_path, vocab, cli):
+def exported(tmp_path, vocab, cli, transformers):
     """A random checkpoint saved under tmp_path, exported with `arl export hf`."""
     model = _random_agent(vocab)
     save_checkpoint(model, tmp_path / "ckpt")
@@ -38,7 +42,7 @@ def exported(tmp_path, vocab, cli):
     return model, tmp_path / "hf"
 
 
-def test_hf_logits_equal_tinyagent(exported, vocab):
+def test_hf_logits_equal_tinyagent(exported, vocab, transformers):
     model, path = exported
     hf = transformers.AutoModelForCausalLM.from_pretrained(path).eval()
     assert type(hf).__name__ == "GPT2LMHeadModel"
@@ -48,7 +52,7 @@ def test_hf_logits_equal_tinyagent(exported, vocab):
     assert torch.equal(hf.lm_head.weight, hf.transformer.wte.weight)  # tied, as in TinyAgent
 
 
-def test_hf_generate_continues_as_tinyagent_greedy(exported, vocab):
+def test_hf_generate_continues_as_tinyagent_greedy(exported, vocab, transformers):
     model, path = exported
     hf = transformers.AutoModelForCausalLM.from_pretrained(path).eval()
     prompt = torch.tensor([vocab.encode(["<bos>", "fix", "handle", "_", "entries"])])
@@ -61,7 +65,7 @@ def test_hf_generate_continues_as_tinyagent_greedy(exported, vocab):
     assert got.tolist() == ids.tolist()
 
 
-def test_hf_export_without_biases(tmp_path, vocab):
+def test_hf_export_without_biases(tmp_path, vocab, transformers):
     from arl.export import export_hf
 
     model = _random_agent(vocab, bias=False, seed=2)
@@ -71,7 +75,7 @@ def test_hf_export_without_biases(tmp_path, vocab):
     assert _max_diff(model, hf, ids) < 1e-4
 
 
-def test_the_equality_test_can_fail(exported, vocab):
+def test_the_equality_test_can_fail(exported, vocab, transformers):
     """Each detail of the mapping matters beyond the 1e-4 tolerance: an untransposed square
     weight, and GPT-2's default tanh GELU instead of TinyAgent's exact one."""
     model, path = exported
@@ -85,7 +89,7 @@ def test_the_equality_test_can_fail(exported, vocab):
     assert _max_diff(model, tanh.eval(), ids) > 1e-4
 
 
-def test_tokenizer_ids_are_arl_vocabulary_ids(exported, vocab):
+def test_tokenizer_ids_are_arl_vocabulary_ids(exported, vocab, transformers):
     _, path = exported
     tok = transformers.AutoTokenizer.from_pretrained(path)
     assert isinstance(tok, transformers.PreTrainedTokenizerFast)
@@ -101,7 +105,7 @@ def test_tokenizer_ids_are_arl_vocabulary_ids(exported, vocab):
     assert tok("zebra").input_ids == [vocab.id("<unk>")]
 
 
-def test_export_hf_refuses_bad_input(tmp_path, vocab, cli):
+def test_export_hf_refuses_bad_input(tmp_path, vocab, cli, transformers):
     code, _, err = cli("export", "hf", str(tmp_path / "nothing"), str(tmp_path / "hf"))
     assert code == 2 and "no such checkpoint" in err
     run = tmp_path / "run"
