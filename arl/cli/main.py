@@ -20,6 +20,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from arl.cli import export as export_cli
     from arl.cli import gym as gym_cli
     from arl.cli import numbers as numbers_cli
     from arl.cli import reproduce as reproduce_cli
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"arl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for module in (gym_cli, train_cli, reproduce_cli, numbers_cli):
+    for module in (gym_cli, train_cli, reproduce_cli, numbers_cli, export_cli):
         module.register(sub)
     return parser
 

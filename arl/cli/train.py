@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from arl.errors import ArlError
+from arl.logging_bridge import REPORT_TO
 
 INITS = ("cold", "weak", "untrained")
 
@@ -76,6 +78,7 @@ def cmd_pg(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from arl.experiments.problems.common import set_threads
+    from arl.logging_bridge import make_sink
     from arl.runio import claim_output_dir
     from arl.train.pg import OWNED, checkpoints, make_config, parse_overrides, train_pg
 
@@ -92,13 +95,20 @@ def cmd_pg(args: argparse.Namespace) -> int:
     with claim_output_dir(  # before the (possibly long) loading of the starting policy
         config.out, "train pg", OWNED, overwrite=args.overwrite, reuse=config.resume, hint=hint
     ):
-        model = load_init(args.init, config.seed)
-        console = Console()
-        console.print(
-            f"arl train pg: {model.num_params():,} parameters from {args.init}; "
-            f"{config.steps} steps x {config.episodes_per_step} episodes -> {config.out}"
-        )
-        history = train_pg(model, config, progress=not args.quiet, allow_change=allow, claimed=True)
+        # the sink first: a missing package is refused before a long load of the policy
+        sink = make_sink(args.report_to, config.out, "train pg", asdict(config))
+        try:
+            model = load_init(args.init, config.seed)
+            console = Console()
+            console.print(
+                f"arl train pg: {model.num_params():,} parameters from {args.init}; "
+                f"{config.steps} steps x {config.episodes_per_step} episodes -> {config.out}"
+            )
+            history = train_pg(model, config, progress=not args.quiet, allow_change=allow,
+                               claimed=True, sink=sink)  # fmt: skip
+        finally:
+            if sink is not None:
+                sink.close()
         ckpts = checkpoints(Path(config.out))
     steps = [r for r in history if "reward" in r]
     evals = [r for r in history if "eval/heldout_pass" in r]
@@ -143,6 +153,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--allow-change",
         metavar="KEYS",
         help="on resume, PGConfig fields that may differ from the checkpoint's (e.g. lr,steps)",
+    )
+    g.add_argument(
+        "--report-to",
+        choices=REPORT_TO,
+        default="none",
+        help="also log each step's scalars (those of metrics.jsonl) to OUT/tensorboard, or to "
+        "wandb (offline unless WANDB_MODE is set)",
     )
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     g.set_defaults(func=cmd_pg)

@@ -32,6 +32,8 @@ from arl.checks import check, check_seed
 from arl.errors import ArlError, Diverged
 from arl.gym.env import REWARDS, TRUNCATIONS, EnvConfig
 from arl.gym.tasks import SPLITS, Task, tasks_for
+from arl.logging_bridge import OWNED as SINK_OWNED
+from arl.logging_bridge import Sink, scalars
 from arl.losses import (
     AGGREGATIONS,
     KL_ESTIMATORS,
@@ -546,7 +548,7 @@ def _snapshot(model: TinyAgent) -> dict[str, torch.Tensor]:
 # --- the loop -----------------------------------------------------------------------------------
 
 
-OWNED = ("ckpt-*", "metrics.jsonl", "config.json")  # what a run writes into its folder
+OWNED = ("ckpt-*", "metrics.jsonl", "config.json", *SINK_OWNED)  # what a run writes in its folder
 
 
 def train_pg(
@@ -559,6 +561,7 @@ def train_pg(
     progress: bool = False,
     allow_change: Sequence[str] = (),
     claimed: bool = False,
+    sink: Sink | None = None,
 ) -> list[dict]:
     """Train `model` in place on `tasks` (default: config.split); one metrics dict per step.
 
@@ -568,11 +571,14 @@ def train_pg(
     (locked; another run's files refused) unless the caller `claimed` it already. A resume
     refuses a PGConfig that differs from the checkpoint's outside `allow_change`. A NaN or
     infinite loss or gradient norm stops the run (Diverged) before the optimizer steps.
+    A `sink` (arl.logging_bridge) gets every logged record's scalars too; its owner closes it.
     """
     if not config.out or claimed:
-        return _train_pg(model, config, tasks, steps, hook, hook_every, progress, allow_change)
+        return _train_pg(model, config, tasks, steps, hook, hook_every, progress, allow_change,
+                         sink)  # fmt: skip
     with claim_output_dir(config.out, "train pg", OWNED, reuse=config.resume):
-        return _train_pg(model, config, tasks, steps, hook, hook_every, progress, allow_change)
+        return _train_pg(model, config, tasks, steps, hook, hook_every, progress, allow_change,
+                         sink)  # fmt: skip
 
 
 def _kept_metrics(path: Path, start: int, config: PGConfig, steps: int) -> list[dict]:
@@ -587,7 +593,7 @@ def _kept_metrics(path: Path, start: int, config: PGConfig, steps: int) -> list[
     return [r for r in rows if r["step"] < start or "reward" in r or regular or start == steps]
 
 
-def _train_pg(model, config, tasks, steps, hook, hook_every, progress, allow_change):
+def _train_pg(model, config, tasks, steps, hook, hook_every, progress, allow_change, sink=None):
     pool = list(tasks) if tasks is not None else list(tasks_for(config.split))
     if not pool:
         raise ArlError("train_pg needs at least one task")
@@ -624,7 +630,7 @@ def _train_pg(model, config, tasks, steps, hook, hook_every, progress, allow_cha
     bar = _progress(progress, steps, start)
     try:
         return _loop(model, config, pool, steps, hook, hook_every, bar, opt, rng, ref,
-                     behavior, queue, cooldown, entropy_coef, start, out, jsonl)  # fmt: skip
+                     behavior, queue, cooldown, entropy_coef, start, out, jsonl, sink)  # fmt: skip
     except Diverged as e:
         done = checkpoints(out) if out is not None else []
         last = f"; last good checkpoint: {done[-1]}" if done else ""
@@ -636,7 +642,7 @@ def _train_pg(model, config, tasks, steps, hook, hook_every, progress, allow_cha
 
 
 def _loop(model, config, pool, steps, hook, hook_every, bar, opt, rng, ref, behavior,
-          queue, cooldown, entropy_coef, start, out, jsonl) -> list[dict]:  # fmt: skip
+          queue, cooldown, entropy_coef, start, out, jsonl, sink=None) -> list[dict]:  # fmt: skip
     """The training steps of _train_pg, from `start` + 1 to `steps`."""
     history: list[dict] = []
 
@@ -644,6 +650,8 @@ def _loop(model, config, pool, steps, hook, hook_every, bar, opt, rng, ref, beha
         history.append(record)
         if jsonl is not None:
             append_jsonl(jsonl, record)
+        if sink is not None:
+            sink.log(record["step"], scalars(record))
 
     def run_hooks(step: int) -> None:
         record: dict[str, Any] = {}

@@ -1,0 +1,158 @@
+"""The BugFix gym as a `gymnasium.Env` ("arl/BugFix-v0"), wrapping arl.gym.env.BugFixEnv.
+
+Spaces are text (`gymnasium.spaces.Text`) over the characters of the gym's vocabulary
+and the space:
+
+- observation: the words of the latest observation, space-separated, exactly as the
+  policy's tokenizer sees them (a word outside the vocabulary shows as `<unk>`): the
+  issue after `reset` (`<bos> fix handle _ entries`), then each tool's output
+  (`passed 0 of 3`, a listing, `ok`, `error malformed unterminated`, `submitted`),
+  without the `<obs>` template tokens, which are the renderer's, not the tool's;
+- action: the words of one call, space-separated, ending in `<end>` (`edit init total
+  <end>`). A call that does not parse is a malformed call, answered with an error, as
+  in BugFixEnv.
+
+Every random choice flows from the seeded `np_random`: the task (unless fixed or chosen
+in `options`) and the seed handed to BugFixEnv, which names the accumulator. So
+`reset(seed=s)` twice gives the same episode, and `reset()` continues the stream.
+
+    import gymnasium as gym, arl
+    env = gym.make("arl/BugFix-v0", split="heldout", render_mode="ansi")
+    obs, info = env.reset(seed=0, options={"task": "handle_entries", "accumulator": "tally"})
+    obs, reward, terminated, truncated, info = env.step("read <end>")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from arl.errors import ArlError
+from arl.gym.env import BugFixEnv, EnvConfig
+from arl.gym.tasks import SPLITS, Task, get_task, tasks_for
+from arl.text import UNK, default_vocab
+
+ENV_ID = "arl/BugFix-v0"
+MAX_OBS_WORDS = 512  # TinyAgent's block_size: no observation is longer than an episode
+RESET_OPTIONS = ("task", "split", "accumulator")
+
+
+def charset() -> str:
+    """Every character of every vocabulary word, and the space that separates words."""
+    return "".join(sorted({c for w in default_vocab().words for c in w} | {" "}))
+
+
+def text_space(max_words: int) -> spaces.Text:
+    """Space-separated vocabulary words, at most `max_words` of them."""
+    longest = max(len(w) for w in default_vocab().words)
+    return spaces.Text(max_length=max_words * (longest + 1), min_length=1, charset=charset())
+
+
+def as_text(words: Sequence[str]) -> str:
+    """Words as the policy sees them (out-of-vocabulary ones as <unk>), joined by spaces."""
+    index = default_vocab().index
+    return " ".join(w if w in index else UNK for w in words)
+
+
+def action_words(action: str | Sequence[str]) -> list[str]:
+    """An action as words: a string is split on whitespace; a sequence of words is kept."""
+    if isinstance(action, str):
+        return action.split()
+    if isinstance(action, Sequence) and all(isinstance(w, str) for w in action):
+        return list(action)
+    raise ArlError(f"action: expected a string of words, got {type(action).__name__}")
+
+
+class BugFixGymnasiumEnv(gym.Env[str, str]):
+    """BugFixEnv as a gymnasium.Env: text spaces, seeded task sampling, an ANSI render."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        task: str | None = None,
+        split: str = "train",
+        env_config: EnvConfig | None = None,
+        render_mode: str | None = None,
+    ):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ArlError(f"render_mode: unknown {render_mode!r} (choose from ansi)")
+        self.split = _check_split(split)
+        self.fixed_task = get_task(task) if task is not None else None
+        self.env_config = env_config or EnvConfig()
+        self.render_mode = render_mode
+        self.observation_space = text_space(MAX_OBS_WORDS)
+        self.action_space = text_space(self.env_config.max_call_tokens)
+        self._env: BugFixEnv | None = None
+        self._lines: list[str] = []
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Draw a task (or take options["task"]), then start a BugFixEnv episode on it.
+
+        options: task (a name), split ("train" or "heldout": where a task is drawn from),
+        accumulator (one of arl.gym.tasks.ACCUMULATORS; default: drawn from the seed).
+        """
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(RESET_OPTIONS))
+        if unknown:
+            raise ArlError(f"reset options: unknown {unknown[0]!r} (choose from task, split, "
+                           "accumulator)")  # fmt: skip
+        task = self._choose_task(options.get("task"), options.get("split"))
+        env_seed = int(self.np_random.integers(2**31 - 1))
+        self._env = BugFixEnv(task, self.env_config)
+        acc = options.get("accumulator")
+        words, info = self._env.reset(seed=env_seed, options={"accumulator": acc} if acc else None)
+        obs = as_text(words)
+        self._lines = [obs]
+        return obs, {**info, "split": task.split}
+
+    def _choose_task(self, name: str | None, split: str | None) -> Task:
+        """The named task, the fixed one, or one drawn uniformly from the split by np_random."""
+        if name is not None:
+            task = get_task(name)
+            if split is not None and task.split != _check_split(split):
+                raise ArlError(f"reset options: task {name!r} is in split {task.split!r}, "
+                               f"not {split!r}")  # fmt: skip
+            return task
+        if self.fixed_task is not None and split is None:
+            return self.fixed_task
+        pool = tasks_for(_check_split(split) if split is not None else self.split)
+        return pool[int(self.np_random.integers(len(pool)))]
+
+    def step(self, action: str | Sequence[str]) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """One call: BugFixEnv.step on the action's words; the reward is a Python float (+0.0)."""
+        if self._env is None:
+            raise RuntimeError("step() called before reset()")
+        words = action_words(action)
+        out, reward, terminated, truncated, info = self._env.step(words)
+        obs = as_text(out)
+        self._lines.append(" ".join(words))
+        self._lines.append(f"  <obs> {obs} </obs>")
+        if terminated or truncated:
+            verdict = "passed" if info["hidden_pass"] else "failed"
+            self._lines.append(f"reward {info['score']:.2f}, hidden tests {verdict}")
+        return obs, float(reward) + 0.0, bool(terminated), bool(truncated), dict(info)
+
+    def render(self) -> str | None:
+        """render_mode "ansi": the episode so far, one call and its observation per line."""
+        if self.render_mode != "ansi":
+            return None
+        return "\n".join(self._lines) + "\n"
+
+
+def _check_split(split: str) -> str:
+    if split not in SPLITS:
+        raise ArlError(f"split: unknown {split!r} (choose from {', '.join(SPLITS)})")
+    return split
+
+
+def register() -> None:
+    """Register "arl/BugFix-v0" with Gymnasium, once (`import arl` does the same, lazily)."""
+    if ENV_ID not in gym.registry:
+        gym.register(id=ENV_ID, entry_point=f"{__name__}:BugFixGymnasiumEnv")
