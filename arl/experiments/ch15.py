@@ -47,8 +47,7 @@ class Ch15Config:
     eval_samples: int = 12  # episodes per task per evaluation (240 train, 120 held-out: SE < 0.05)
     sft_eval_every: int = 10  # oracle-SFT evaluation interval, in steps
     identity_samples: int = 4  # episodes per training task for the gradient identity (80)
-    # expert iteration, hidden-test filter; lr from the sweep in the issue-8 closing note
-    rft: RFTConfig = field(default_factory=lambda: RFTConfig(lr=1e-3))
+    rft: RFTConfig = field(default_factory=RFTConfig)  # expert iteration, hidden-test filter
     public_rft_rounds: int = 3  # rounds of RFT with the public-test filter
     dpo_samples: int = 16  # weak-base episodes per training task to build DPO pairs from
     dpo: DPOConfig = field(default_factory=DPOConfig)
