@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from arl.batch import collate
+from arl.errors import ArlError
 from arl.gym.env import EnvConfig
 from arl.gym.tasks import ACCUMULATORS, Task
 from arl.losses import token_logprobs
@@ -120,7 +121,7 @@ def copy_probe(model: TinyAgent, tasks: Sequence[Task]) -> dict[str, float]:
             ids += vocab.encode(["edit", "init"])
             rows.append((ids, vocab.id(name)))
     if not rows:
-        return {"copy_rate": float("nan"), "probes": 0}
+        raise ArlError("the copy probe needs at least one init task")
     was_training = model.training
     model.eval()
     L = max(len(ids) for ids, _ in rows)

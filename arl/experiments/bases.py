@@ -160,13 +160,10 @@ def train_oracle_sft(
 
     def keep(step: int, m: TinyAgent) -> dict | None:
         out = {}
-        if "cold" not in kept and step % config.cold_eval_every == 0:
+        due = step % config.cold_eval_every == 0 and step >= config.cold_start_step
+        if "cold" not in kept and due:  # by step (cold_start_step > 0) or by state
             p = train_pass(m, config.cold_eval_samples, seed=config.seed * 13 + step)
-            if config.cold_start_step:
-                reached = step >= config.cold_start_step
-            else:
-                reached = p >= config.cold_start_pass
-            if reached:
+            if config.cold_start_step or p >= config.cold_start_pass:
                 kept["cold"] = copy.deepcopy(m)
                 kept["info"] = {"step": step, "train_pass": p, "reached": True}
         if hook and (step % hook_every == 0 or step == config.sft_steps):

@@ -71,9 +71,9 @@ def rows(R: dict) -> list[Row]:
                 if all(abs(q["train"] - last["train"]) <= 0.05 for q in curve[i:]))  # fmt: skip
     g_n = groups["tasks"]
     g_cold, g_final = groups["step_cold"]["mixed_fraction"], groups["step_final"]["mixed_fraction"]
-    mal_se = math.sqrt(max(tpl["malformed_per_episode"], 1e-9) / n_tr) + math.sqrt(
-        max(last["train_malformed"], 1 / n_tr) / n_tr
-    )
+    # Poisson standard error of the difference of two mean counts (a zero count counts as one)
+    counts = (tpl["malformed_per_episode"], last["train_malformed"])
+    mal_se = math.hypot(*(math.sqrt(max(m, 1 / n_tr) / n_tr) for m in counts))
     return [
         Row("action_share", "action share of predicted positions, 20 oracle demos",
             "19% (tool output 63%)",

@@ -1,4 +1,4 @@
-"""Scripted policies: oracle, blind, search, random and hardcode.
+"""Scripted policies: oracle, blind, search, unskilled, random and hardcode.
 
 Each maps the observation history (prompt words first) to the words of its next
 call. They act on observations only, never on the task's hidden family: the

@@ -554,9 +554,9 @@ def _generate_tests(
         case = draw()
         if not _passes(bad, case):
             public.append(case)
-    for _ in range(10_000):
+    for _ in range(10_000 if len(public) == N_PUBLIC else 0):
         hidden = [draw() for _ in range(N_HIDDEN)]
-        if len(public) == N_PUBLIC and not all(_passes(bad, c) for c in hidden):
+        if not all(_passes(bad, c) for c in hidden):
             return tuple(public), tuple(hidden)
     raise RuntimeError(f"could not draw discriminating tests for {name}")
 
@@ -603,11 +603,13 @@ def piece_vote_guess(name: str, train: dict[str, str]) -> dict[str, float]:
     return {f: (1 / len(best) if f in best else 0.0) for f in FAMILIES}
 
 
-def _names_ok(names: dict[tuple[str, str], str]) -> bool:
+def _names_ok(names: dict[tuple[str, str, str], str]) -> bool:
     """No piece names a family: in training each piece occurs at most once per family, every
-    held-out piece occurs in training under >= 2 families, and piece votes are chance."""
-    train = {n: f for (f, split), ns in _group(names).items() if split == "train" for n in ns}
-    held = {n: f for (f, split), ns in _group(names).items() if split == "heldout" for n in ns}
+    held-out piece occurs in training under >= 2 families, and piece votes are chance.
+
+    `names` maps (family, split, about) to a name."""
+    train = {n: k[0] for k, n in names.items() if k[1] == "train"}
+    held = {n: k[0] for k, n in names.items() if k[1] == "heldout"}
     uses = Counter((piece, f) for n, f in train.items() for piece in n.split("_"))
     if max(uses.values()) > 1:
         return False
@@ -617,13 +619,6 @@ def _names_ok(names: dict[tuple[str, str], str]) -> bool:
                 return False
     hits = sum(piece_vote_guess(n, train)[f] for n, f in held.items())
     return hits <= len(held) / len(FAMILIES)
-
-
-def _group(names: dict[tuple[str, str], str]) -> dict[tuple[str, str], list[str]]:
-    out: dict[tuple[str, str], list[str]] = {}
-    for (family, split, _about), name in ((k[:3], v) for k, v in names.items()):
-        out.setdefault((family, split), []).append(name)
-    return out
 
 
 @cache
