@@ -7,8 +7,6 @@ here is small and pure, so tests can check it against hand-worked numbers.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch.nn import functional as F
 
@@ -18,10 +16,13 @@ from arl.errors import ArlError
 AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "constant")
 
 
-def token_logprobs(model, batch: Batch, with_entropy: bool = False):
-    """Log-prob of each target under the model, (B, T); optionally also the entropy (B, T)."""
+def token_logprobs(model, batch: Batch, with_entropy: bool = False, temperature: float = 1.0):
+    """Log-prob (B, T) of each target under the temperature-scaled model; with_entropy: and the
+    entropy (B, T). The one log-prob function of every recipe: the sampler's stored log-probs
+    are taken at the same temperature, so ratios against them compare like with like (Problem 16).
+    """
     logits, _ = model(batch.input_ids)  # (B, T, V)
-    logp_all = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    logp_all = F.log_softmax(logits.float() / temperature, dim=-1)  # (B, T, V)
     logp = logp_all.gather(-1, batch.targets[..., None]).squeeze(-1)  # (B, T)
     if not with_entropy:
         return logp
@@ -138,25 +139,7 @@ def masked_mean(values_BT: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:
     return (values_BT * mask_BT).sum() / mask_BT.sum().clamp(min=1)
 
 
-def log_uniform(vocab_size: int) -> float:
-    """The loss of a uniform next-token distribution: log V (an untrained model's level)."""
-    return math.log(vocab_size)
-
-
 # --- policy-gradient pieces (Chapter 9, Appendix B Problems 1, 2, 16, 26) ----------------------
-
-
-def policy_logprobs(model, batch: Batch, temperature: float = 1.0):
-    """Log-prob (B, T) and entropy (B, T) of each target under the temperature-scaled policy.
-
-    The sampler's stored log-probs are taken at the same temperature, so ratios against
-    them compare like with like (Problem 16: a transform the trainer ignores breaks them).
-    """
-    logits, _ = model(batch.input_ids)  # (B, T, V)
-    logp_all = F.log_softmax(logits.float() / temperature, dim=-1)  # (B, T, V)
-    logp = logp_all.gather(-1, batch.targets[..., None]).squeeze(-1)  # (B, T)
-    entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T)
-    return logp, entropy
 
 
 def loss_weights(
@@ -209,6 +192,47 @@ def kl_to_reference(
     if estimator not in KL_ESTIMATORS:
         raise ArlError(f"unknown KL estimator {estimator!r} (choose from k1, k2, k3)")
     return KL_ESTIMATORS[estimator](ref_logp_BT - logp_BT)
+
+
+def ppo_token_loss(
+    logp_BT: torch.Tensor,
+    prox_logp_BT: torch.Tensor,
+    mu_logp_BT: torch.Tensor,
+    adv_B: torch.Tensor,
+    *,
+    clip: bool = True,
+    clip_low: float = 0.2,
+    clip_high: float = 0.28,
+    is_correction: bool = True,
+    is_cap: float = 2.0,
+    ref_logp_BT: torch.Tensor | None = None,
+    kl: str = "k3",
+    kl_beta: float = 0.0,
+    entropy_BT: torch.Tensor | None = None,
+    entropy_coef: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The PPO/GRPO per-token loss (B, T), before the aggregation weights (Chapter 9).
+
+    loss_t = min(pi_prox / mu, C) * surrogate_t + beta * KL_t(pi || ref) - coef * H_t, where
+    surrogate_t is PPO's clipped -min(r A, clip(r) A) with r = pi / pi_prox (or -r A with
+    clip off), every token carrying its episode's advantage A. The KL term is added only when
+    ref_logp_BT is given, the entropy bonus only when entropy_coef is nonzero. Returns the
+    loss (B, T), and bool (B, T) masks of the clipped and the importance-capped tokens.
+    """
+    adv_BT = adv_B[:, None].expand_as(logp_BT)  # (B, T): each token gets its episode's A
+    if clip:
+        loss_BT, clipped_BT = clipped_surrogate(logp_BT, prox_logp_BT, adv_BT, clip_low, clip_high)
+    else:
+        loss_BT = -torch.exp(logp_BT - prox_logp_BT) * adv_BT
+        clipped_BT = torch.zeros_like(logp_BT, dtype=torch.bool)
+    w_is_BT, capped_BT = truncated_is_weights(prox_logp_BT, mu_logp_BT, is_cap)
+    if is_correction:
+        loss_BT = w_is_BT * loss_BT
+    if ref_logp_BT is not None:
+        loss_BT = loss_BT + kl_beta * kl_to_reference(logp_BT, ref_logp_BT, kl)
+    if entropy_coef:
+        loss_BT = loss_BT - entropy_coef * entropy_BT
+    return loss_BT, clipped_BT, capped_BT
 
 
 def entropy_controller(coef: float, entropy: float, target: float, lr: float) -> float:

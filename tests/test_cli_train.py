@@ -8,7 +8,7 @@ import torch
 
 from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
 from arl.text import default_vocab
-from arl.train.pg import PGConfig, make_config
+from arl.train.pg_config import PGConfig, make_config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pg.json"
 SMALL = ["--set", "tasks_per_step=2", "--set", "group_size=2", "--set", "minibatches=1"]

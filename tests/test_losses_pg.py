@@ -13,7 +13,7 @@ from arl.losses import (
     entropy_controller,
     kl_to_reference,
     loss_weights,
-    policy_logprobs,
+    ppo_token_loss,
     token_logprobs,
     token_weights,
     truncated_is_weights,
@@ -121,13 +121,36 @@ def test_degenerate_groups():
     assert degenerate_groups(r).tolist() == [True, True, False, False]
 
 
-def test_policy_logprobs_match_the_sampler_at_its_temperature(tiny_model):
+def test_token_logprobs_match_the_sampler_at_its_temperature(tiny_model):
     """At temperature 0.7 the trainer's log-probs equal the stored sampler log-probs (mu)."""
     batch = collate(rollout_batch(tiny_model, tasks_for("train")[:4], seed=0, temperature=0.7))
     m = batch.action_mask.bool()
-    logp, ent = policy_logprobs(tiny_model, batch, temperature=0.7)
+    logp, ent = token_logprobs(tiny_model, batch, with_entropy=True, temperature=0.7)
     torch.testing.assert_close(logp[m], batch.old_logp[m], atol=1e-5, rtol=1e-5)
-    logp1, _ = policy_logprobs(tiny_model, batch, temperature=1.0)
+    logp1, _ = token_logprobs(tiny_model, batch, with_entropy=True, temperature=1.0)
     torch.testing.assert_close(logp1, token_logprobs(tiny_model, batch))
     assert (logp1[m] - batch.old_logp[m]).abs().max() > 1e-3  # T=1 is not what was sampled
     assert (ent >= 0).all()
+
+
+def test_ppo_token_loss_by_hand():
+    """One episode, A = 2, three tokens with r = pi/pi_prox = 1.5, 0.5, 1 (clip 0.2 / 0.28):
+    surrogate -min(rA, clip(r)A) = -2.56 (clipped), -1, -2. mu is 4x below pi_prox on token 0,
+    so its IS weight min(4, C=2) = 2: -5.12. Token 2's reference is 2x the policy: k3 =
+    (2 - 1) - log 2 = 0.3069, times beta 0.1. An entropy of 1 nat per token at coef 0.5: -0.5.
+    Total: -5.62, -1.5, -2.5 + 0.03069."""
+    prox = torch.zeros(1, 3)
+    logp = torch.log(torch.tensor([[1.5, 0.5, 1.0]]))
+    mu = prox - torch.tensor([[math.log(4.0), 0.0, 0.0]])
+    ref = logp + torch.tensor([[0.0, 0.0, math.log(2.0)]])
+    loss, clipped, capped = ppo_token_loss(
+        logp, prox, mu, torch.tensor([2.0]), clip_low=0.2, clip_high=0.28, is_cap=2.0,
+        ref_logp_BT=ref, kl="k3", kl_beta=0.1, entropy_BT=torch.ones(1, 3), entropy_coef=0.5,
+    )  # fmt: skip
+    k3 = 1 - math.log(2.0)
+    torch.testing.assert_close(loss, torch.tensor([[-5.62, -1.5, -2.5 + 0.1 * k3]]))
+    assert clipped.tolist() == [[True, False, False]] and capped.tolist() == [[True, False, False]]
+    plain, clipped, _ = ppo_token_loss(logp, prox, mu, torch.tensor([2.0]), clip=False,
+                                       is_correction=False)  # fmt: skip
+    torch.testing.assert_close(plain, torch.tensor([[-3.0, -1.0, -2.0]]))  # -r A, no cap
+    assert not clipped.any()

@@ -9,24 +9,19 @@ import pytest
 import torch
 
 from arl.batch import collate
-from arl.errors import ArlError
+from arl.cli.train import parse_overrides
+from arl.errors import ArlError, Diverged
 from arl.experiments.bases import BaseConfig, weak_base_data
+from arl.experiments.problems.mutations import per_microbatch_mean
 from arl.gym.tasks import tasks_for
 from arl.model import TinyAgent, TinyAgentConfig, load_checkpoint
 from arl.rollout import rollout_batch
 from arl.text import default_vocab
 from arl.train import pg
-from arl.train.pg import (
-    TIMING_KEYS,
-    PGConfig,
-    accumulate_policy_gradient,
-    advantages,
-    checkpoints,
-    make_config,
-    minimal_reinforce,
-    parse_overrides,
-    train_pg,
-)
+from arl.train.checkpoint import STATE_FILE, checkpoints
+from arl.train.pg import TIMING_KEYS, accumulate_policy_gradient, advantages, train_pg
+from arl.train.pg_config import PGConfig, make_config, minimal_reinforce
+from arl.train.pg_metrics import is_finite_history
 from arl.train.sft import SFTConfig, sft_train
 
 TASKS = tasks_for("train")[::3]  # 7 tasks, every family
@@ -112,7 +107,7 @@ def test_accumulation_identity(weak, aggregation):
         )
         assert float(gm.norm()) == pytest.approx(float(g.norm()), rel=1e-4)
     if aggregation != "constant":  # the constant normalizer is invariant by construction
-        bad = grad(microbatch_size=3, per_microbatch_mean=True)
+        bad = grad(microbatch_size=3, weights=per_microbatch_mean)
         cos = float(torch.nn.functional.cosine_similarity(g, bad, dim=0))
         assert cos < 0.9999 or abs(float(bad.norm() / g.norm()) - 1) > 0.01
 
@@ -199,14 +194,14 @@ def test_a_crash_while_writing_keeps_the_last_good_checkpoint(weak, tmp_path, mo
             raise OSError("disk full")
         real_save(obj, path)
 
-    monkeypatch.setattr(pg.torch, "save", flaky_save)
+    monkeypatch.setattr(torch, "save", flaky_save)
     run = replace(SMALL, steps=2, save_every=1, out=str(tmp_path))
     with pytest.raises(ArlError, match="cannot write checkpoint .*disk full"):
         train_pg(copy.deepcopy(weak), run, TASKS)
     assert [p.name for p in checkpoints(tmp_path)] == ["ckpt-000001"]
     assert not list(tmp_path.glob(".tmp-*"))  # the failed checkpoint left no temp folder
     load_checkpoint(checkpoints(tmp_path)[0])
-    monkeypatch.setattr(pg.torch, "save", real_save)
+    monkeypatch.setattr(torch, "save", real_save)
     hist = train_pg(copy.deepcopy(weak), replace(run, resume=True), TASKS)
     assert [r["step"] for r in hist] == [2]
 
@@ -254,7 +249,7 @@ def test_metrics_are_finite_and_named(weak):
         "grad_norm",
     }
     assert keys <= set(hist[0])
-    assert pg.is_finite_history(hist)
+    assert is_finite_history(hist)
     assert all(math.isfinite(r["grad_norm"]) and r["grad_norm"] >= 0 for r in hist)
 
 
@@ -303,7 +298,7 @@ def test_a_nan_gradient_stops_the_run_and_keeps_the_last_good_checkpoint(
     monkeypatch.setattr(pg, "accumulate_policy_gradient", poisoned)
     model = copy.deepcopy(weak)
     run = replace(SMALL, steps=5, minibatches=1, save_every=1, out=str(tmp_path))
-    with pytest.raises(pg.Diverged, match="step 3: .*gradient norm nan.*ckpt-000002"):
+    with pytest.raises(Diverged, match="step 3: .*gradient norm nan.*ckpt-000002"):
         train_pg(model, run, TASKS)
     assert [p.name for p in checkpoints(tmp_path)] == ["ckpt-000001", "ckpt-000002"]
     saved = load_checkpoint(checkpoints(tmp_path)[-1])
@@ -347,7 +342,7 @@ def test_resume_from_a_damaged_run_is_one_clear_error_or_exact(weak, tmp_path, d
         assert rows == [1, 2, 3] and len(hist) == 1
         return
     if damage == "truncated_state":
-        state = checkpoints(tmp_path)[-1] / pg.STATE_FILE
+        state = checkpoints(tmp_path)[-1] / STATE_FILE
         state.write_bytes(state.read_bytes()[:100])
         match = "corrupt trainer_state.pt"
     else:

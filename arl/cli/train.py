@@ -4,41 +4,74 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from arl.errors import ArlError
 from arl.logging_bridge import REPORT_TO
-
-INITS = ("cold", "weak", "untrained")
+from arl.train.pg_config import KINDS, field_kinds, make_config, unknown_key
+from arl.train.policy import INITS, check_policy_spec, load_policy
 
 
 def load_init(spec: str, seed: int = 0):
-    """The starting policy: the cold start (oracle SFT step 20), the weak base, or a checkpoint."""
-    from arl.cli.gym import check_vocab, load_policy_dir
-    from arl.experiments.bases import BaseConfig, cold_start, new_model, weak_base
-
-    if spec == "cold":
-        return cold_start(BaseConfig(seed=seed))
-    if spec == "weak":
-        return weak_base(BaseConfig(seed=seed))
-    if spec == "untrained":
-        return new_model(BaseConfig(seed=seed))
-    check_init(spec)
+    """The starting policy of --init (see arl.train.policy.load_policy); errors name --init."""
     try:
-        return check_vocab(load_policy_dir(spec), spec)
+        return load_policy(spec, seed)
     except ArlError as e:
         raise ArlError(f"--init: {e}") from None
 
 
 def check_init(spec: str) -> None:
     """Refuse an --init that names nothing, before any folder is claimed or model built."""
-    if spec in INITS:
-        return
-    if not Path(spec).exists():
-        looks_like_path = "/" in spec or spec.startswith(".")
-        what = "no such checkpoint directory" if looks_like_path else "unknown"
-        raise ArlError(f"--init: {what} {spec!r} (choose from {', '.join(INITS)}, or a checkpoint)")
+    try:
+        check_policy_spec(spec)
+    except ArlError as e:
+        raise ArlError(f"--init: {e}") from None
+
+
+def parse_overrides(pairs: Sequence[str], base: dict | None = None) -> dict[str, Any]:
+    """`key=value` strings -> typed PGConfig values (`env.reward=public` into base["env"]);
+    an unknown key or a bad value names the field."""
+    kinds = field_kinds()
+    out = {
+        k: (dict(v) if k == "env" and isinstance(v, dict) else v) for k, v in (base or {}).items()
+    }
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ArlError(f"--set {pair!r}: expected key=value")
+        if key not in kinds:
+            raise unknown_key(key)
+        value = _coerce(key, kinds[key], text.strip())
+        if key.startswith("env."):
+            env = out.setdefault("env", {})
+            if not isinstance(env, dict):
+                raise ArlError(f"env: expected an object of EnvConfig fields, got {env!r}")
+            env[key[4:]] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _coerce(key: str, kind: str, text: str) -> Any:
+    try:
+        if kind == "bool":
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+    except ValueError:
+        raise ArlError(f"{key}: expected {KINDS[kind]}, got {text!r}") from None
+    return text
 
 
 def read_config_file(path: str) -> dict:
@@ -59,19 +92,39 @@ def read_config_file(path: str) -> dict:
 
 
 def parse_allow_change(text: str | None) -> tuple[str, ...]:
-    """`lr,steps` -> ("lr", "steps"); every name must be a PGConfig field."""
-    from dataclasses import fields
-
-    from arl.train.pg import PGConfig
-
+    """`lr,env.reward` -> ("lr", "env.reward"); every name must be a (dotted) PGConfig field."""
     if not text:
         return ()
     names = tuple(n.strip() for n in text.split(",") if n.strip())
-    known = {f.name for f in fields(PGConfig)}
+    kinds = field_kinds()
     for n in names:
-        if n not in known:
-            raise ArlError(f"--allow-change: {n}: unknown PGConfig field")
+        if n not in kinds:
+            raise ArlError(f"--allow-change: {unknown_key(n)}")
     return names
+
+
+@contextmanager
+def progress_bar(enabled: bool, steps: int) -> Iterator[Callable[[dict], None] | None]:
+    """A rich progress bar fed one step record at a time (None when disabled)."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(TextColumn("pg"), *columns, TextColumn("{task.description}")) as bar:
+        task = bar.add_task("", total=steps)
+
+        def update(r: dict) -> None:
+            desc = (
+                f"reward {r['reward']:.2f} pass {r['pass_rate']:.2f} "
+                f"gap {r['public_hidden_gap']:+.2f} H {r['entropy']:.2f} "
+                f"degen {r['degenerate_frac']:.2f} clip {r['clip_frac']:.2f} "
+                f"cap {r['capped_frac']:.2f} |g| {r['grad_norm']:.2f}"
+            )
+            bar.update(task, completed=r["step"], description=desc)
+
+        yield update
 
 
 def cmd_pg(args: argparse.Namespace) -> int:
@@ -80,7 +133,8 @@ def cmd_pg(args: argparse.Namespace) -> int:
     from arl.experiments.problems.common import set_threads
     from arl.logging_bridge import make_sink
     from arl.runio import claim_output_dir
-    from arl.train.pg import OWNED, checkpoints, make_config, parse_overrides, train_pg
+    from arl.train.checkpoint import checkpoints
+    from arl.train.pg import OWNED, train_pg
 
     set_threads()
     values = read_config_file(args.config) if args.config else {}
@@ -104,8 +158,9 @@ def cmd_pg(args: argparse.Namespace) -> int:
                 f"arl train pg: {model.num_params():,} parameters from {args.init}; "
                 f"{config.steps} steps x {config.episodes_per_step} episodes -> {config.out}"
             )
-            history = train_pg(model, config, progress=not args.quiet, allow_change=allow,
-                               claimed=True, sink=sink)  # fmt: skip
+            with progress_bar(not args.quiet, config.steps) as bar:
+                history = train_pg(model, config, progress=bar, allow_change=allow,
+                                   claimed=True, sink=sink)  # fmt: skip
         finally:
             if sink is not None:
                 sink.close()
@@ -139,7 +194,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--set",
         action="append",
         metavar="KEY=VALUE",
-        help="override one PGConfig field (repeatable); resume=true continues the run in out",
+        help="override one PGConfig field (repeatable; the environment's as env.NAME, e.g. "
+        "env.reward=public); resume=true continues the run in out",
     )
     g.add_argument(
         "--init",

@@ -8,17 +8,15 @@ pairs; an optional NLL term on the chosen episodes (Iterative RPO) anchors them.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-import torch
 
 from arl.batch import collate
 from arl.checks import check
 from arl.errors import ArlError
 from arl.losses import dpo_loss, episode_logp, sft_loss, token_logprobs
 from arl.model import TinyAgent
-from arl.train.sft import checked_step, make_optimizer
+from arl.train.common import Hook, frozen_logprobs, hook_due, make_optimizer, optimizer_step
 from arl.types import Trajectory
 
 Pair = tuple[Trajectory, Trajectory]  # (chosen, rejected), same task
@@ -51,19 +49,12 @@ def build_pairs(trajs: Sequence[Trajectory], rng: random.Random) -> list[Pair]:
     return [(w, rng.choice(losses)) for wins, losses in by_task.values() if losses for w in wins]
 
 
-@torch.no_grad()
-def sequence_logps(model: TinyAgent, trajs: Sequence[Trajectory]) -> torch.Tensor:
-    """Summed action-token log-probs of each trajectory under a model, (B,)."""
-    batch = collate(trajs)
-    return episode_logp(token_logprobs(model, batch), batch.action_mask)
-
-
 def dpo_train(
     model: TinyAgent,
     reference: TinyAgent,
     pairs: Sequence[Pair],
     config: DPOConfig = DPOConfig(),
-    hook: Callable[[int, TinyAgent], dict | None] | None = None,
+    hook: Hook | None = None,
     hook_every: int = 25,
 ) -> list[dict]:
     """Train in place on all pairs every step; log the change of chosen/rejected log-probs."""
@@ -72,7 +63,7 @@ def dpo_train(
     chosen, rejected = [c for c, _ in pairs], [r for _, r in pairs]
     batch = collate(chosen + rejected)
     P = len(pairs)
-    ref = sequence_logps(reference, chosen + rejected)  # (2P,) frozen
+    ref = episode_logp(frozen_logprobs(reference, batch), batch.action_mask)  # (2P,)
     opt = make_optimizer(model, config.lr)
     history: list[dict] = []
     for step in range(config.steps + 1):
@@ -86,7 +77,7 @@ def dpo_train(
             "rejected_delta": float(delta[P:].mean()),
             "reward_accuracy": float((delta[:P] > delta[P:]).float().mean()),
         }
-        if hook is not None and (step % hook_every == 0 or step == config.steps):
+        if hook is not None and hook_due(step, hook_every, config.steps):
             record |= hook(step, model) or {}
         if step == config.steps:
             history.append(record)
@@ -94,10 +85,7 @@ def dpo_train(
         loss = dpo_loss(seq[:P], seq[P:], ref[:P], ref[P:], config.beta)
         if config.nll_weight:
             loss = loss + config.nll_weight * sft_loss(logp[:P], batch.action_mask[:P])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        checked_step(model, float(loss.detach()), config.grad_clip, f"DPO step {step + 1}")
-        opt.step()
-        record["loss"] = float(loss.detach())
+        where = f"DPO step {step + 1}"
+        record["loss"], _ = optimizer_step(model, opt, loss, config.grad_clip, where)
         history.append(record)
     return history

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -22,6 +22,7 @@ from arl.gym.tasks import FAMILIES, Task, get_task
 from arl.losses import pg_loss, sft_loss, token_logprobs
 from arl.model import TinyAgent
 from arl.text import default_vocab
+from arl.train.common import Hook
 from arl.train.sft import SFTConfig, sft_train
 from arl.types import Trajectory
 
@@ -119,9 +120,10 @@ def expert_iteration(
     model: TinyAgent,
     tasks: Sequence[Task],
     config: RFTConfig = RFTConfig(),
-    evaluate: Callable[[int, TinyAgent], dict] | None = None,
+    hook: Hook | None = None,
 ) -> list[dict]:
-    """Run the rounds in place; one record per round (sample stats, kept-set diagnostics, eval)."""
+    """Run the rounds in place; one record per round (sample stats, kept-set diagnostics, and
+    what hook(round, model) returns after the round's fine-tuning)."""
     rng = random.Random(config.seed)
     history = []
     for r in range(config.rounds):
@@ -142,8 +144,8 @@ def expert_iteration(
                             seed=config.seed * 100 + r)  # fmt: skip
             sft_train(model, kept, sft, hook_every=0)
         record["steps"] = (r + 1) * config.steps_per_round
-        if evaluate is not None:
-            record |= evaluate(r, model)
+        if hook is not None:
+            record |= hook(r, model) or {}
         history.append(record)
     return history
 

@@ -7,20 +7,18 @@ keep a checkpoint without restarting the optimizer.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from arl.batch import collate
 from arl.checks import DERIVED_SEED_MAX, check, check_seed
-from arl.errors import ArlError, Diverged
+from arl.errors import ArlError
 from arl.losses import AGGREGATIONS, sft_loss, token_logprobs
 from arl.model import TinyAgent
+from arl.train.common import Hook, hook_due, make_optimizer, optimizer_step
 from arl.types import Trajectory
-
-Hook = Callable[[int, TinyAgent], dict | None]  # (step, model) -> metrics to log
 
 
 @dataclass(frozen=True)
@@ -46,31 +44,6 @@ class SFTConfig:
             raise ArlError(f"aggregation: unknown {self.aggregation!r}")
 
 
-def checked_step(model: TinyAgent, loss: float, max_norm: float, where: str) -> float:
-    """Clip the gradient (max_norm 0: measure only) and return its norm; raise Diverged, before
-    any optimizer step, when the loss or the norm is NaN or infinite."""
-    params = [p for p in model.parameters() if p.grad is not None]
-    if max_norm:
-        norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
-    else:  # the same norm, without touching the gradients
-        norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
-    if not (math.isfinite(loss) and math.isfinite(norm)):
-        raise Diverged(f"{where}: loss {loss:g}, gradient norm {norm:g}; stopped before the update")
-    return norm
-
-
-def make_optimizer(model: TinyAgent, lr: float, weight_decay: float = 0.0):
-    """AdamW; fused (one kernel for all parameters, not a dozen ops per tensor) where torch can.
-
-    Fused took an SFT step's optimizer update from 7 ms to 0.7 ms on two cores (about 5% of
-    the step). Torch before 2.4 has no fused AdamW on CPU: the plain one then.
-    """
-    try:
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, fused=True)
-    except (RuntimeError, TypeError):
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-
-
 def sft_train(
     model: TinyAgent,
     data: Sequence[Trajectory],
@@ -90,23 +63,19 @@ def sft_train(
     history: list[dict] = []
 
     def run_hook(step: int) -> None:
-        if hook is not None:
-            out = hook(step, model)
-            if out:
-                history.append({"step": step, **out})
+        due = hook is not None and hook_due(step, hook_every, config.steps)
+        out = hook(step, model) if due else None
+        if out:
+            history.append({"step": step, **out})
 
-    if hook_every:
-        run_hook(0)
+    run_hook(0)
     model.train()
     for step in range(1, config.steps + 1):
+        # the data source: a minibatch of fixed trajectories; the weight: 1 on every action token
         idx = torch.randint(len(data), (config.batch_size,), generator=gen).tolist()
         batch = collate([data[i] for i in idx])
         loss = sft_loss(token_logprobs(model, batch), batch.action_mask, config.aggregation)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        checked_step(model, float(loss.detach()), config.grad_clip, f"SFT step {step}")
-        opt.step()
-        history.append({"step": step, "loss": float(loss.detach())})
-        if hook_every and (step % hook_every == 0 or step == config.steps):
-            run_hook(step)
+        value, _ = optimizer_step(model, opt, loss, config.grad_clip, f"SFT step {step}")
+        history.append({"step": step, "loss": value})
+        run_hook(step)
     return history

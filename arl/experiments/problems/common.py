@@ -15,7 +15,8 @@ from arl.errors import ArlError
 from arl.experiments.bases import BaseConfig, cold_start, weak_base
 from arl.gym.tasks import tasks_for
 from arl.model import TinyAgent
-from arl.train.pg import PGConfig, train_pg
+from arl.train.pg import train_pg
+from arl.train.pg_config import PGConfig
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,12 @@ def start(ctx: Ctx, kind: str) -> TinyAgent:
     return (weak_base if kind == "weak" else cold_start)(base_config(ctx))
 
 
-def rl_config(ctx: Ctx, **overrides) -> PGConfig:
-    """The trainer's defaults at the problem's scale (quick: 4 tasks x 4 episodes, 4 steps)."""
-    size = dict(tasks_per_step=4, group_size=4, steps=4) if ctx.quick else {}
-    return replace(PGConfig(seed=ctx.seed), **{**size, **overrides})
+def rl_config(ctx: Ctx, env: dict | None = None, **overrides) -> PGConfig:
+    """The trainer's defaults at the problem's scale (quick: PGConfig.quick), with overrides
+    of PGConfig fields and, in `env`, of the EnvConfig's."""
+    base = PGConfig(seed=ctx.seed)
+    base = base.quick() if ctx.quick else base
+    return replace(base, env=replace(base.env, **(env or {})), **overrides)
 
 
 def rl_runs(

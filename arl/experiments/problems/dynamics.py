@@ -16,9 +16,11 @@ from arl.experiments.problems.common import (
     start,
     tail_mean,
 )
+from arl.experiments.problems.mutations import collate_shifted, shifted_mask
 from arl.gym.tasks import tasks_for
-from arl.losses import policy_logprobs
-from arl.train.pg import PGConfig, shifted_mask, train_pg
+from arl.losses import token_logprobs
+from arl.train.pg import train_pg
+from arl.train.pg_config import PGConfig
 from arl.types import POLICY
 
 
@@ -90,7 +92,7 @@ def problem_26(ctx: Ctx):
 def _observation_nll(model, trajs) -> float:
     """Mean NLL of the tokens the environment and template own (what a policy never emits)."""
     batch = collate(trajs)
-    logp, _ = policy_logprobs(model, batch)
+    logp = token_logprobs(model, batch)
     obs = (batch.owners >= 0) & (batch.owners != POLICY) & (batch.owners != 0)
     return float(-(logp[obs]).mean())
 
@@ -110,12 +112,11 @@ def problem_28(ctx: Ctx):
         ((collate(probe).action_mask.bool()) & ~on).sum() / collate(probe).action_mask.sum()
     )
     runs, finals = {}, {}
-    for name, shift in (("correct mask", 0), ("mask shifted by one", 1)):
+    for name, collate_fn in (("correct mask", collate), ("mask shifted by one", collate_shifted)):
         model = start(ctx, "cold")
         before = _observation_nll(model, probe)
-        runs[name] = train_pg(
-            model, rl_config(ctx, mask_shift=shift, steps=ctx.pick(25, 4)), tasks_for("train")
-        )
+        config = rl_config(ctx, steps=ctx.pick(25, 4))
+        runs[name] = train_pg(model, config, tasks_for("train"), collate_fn=collate_fn)
         ev = run_policy(model, tasks_for("train"), ctx.pick(2, 1), seed=ctx.seed + 7)
         finals[name] = {
             "true_policy_entropy": action_entropy(model, ev)[0],

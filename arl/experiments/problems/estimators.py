@@ -10,10 +10,12 @@ import torch
 from arl.batch import collate
 from arl.eval.metrics import run_policy
 from arl.experiments.problems.common import Ctx, new_figure, save_figure, start
+from arl.experiments.problems.mutations import per_microbatch_mean
 from arl.gym.env import EnvConfig
 from arl.gym.tasks import tasks_for
 from arl.losses import AGGREGATIONS, group_advantages, loss_weights
-from arl.train.pg import PGConfig, accumulate_policy_gradient, rows
+from arl.train.pg import accumulate_policy_gradient, rows, step_weights
+from arl.train.pg_config import PGConfig
 
 
 def problem_1(ctx: Ctx):
@@ -99,11 +101,11 @@ def problem_2(ctx: Ctx):
             config = PGConfig(aggregation=mode)
             g = grad(b, a, config, microbatch_size=0).double()
             row = {}
-            for name, kw in (
-                ("global", {}),
-                ("per_microbatch_mean", {"per_microbatch_mean": True}),
+            for name, weights in (
+                ("global", step_weights),
+                ("per_microbatch_mean", per_microbatch_mean),
             ):
-                gm = grad(b, a, config, microbatch_size=micro, **kw).double()
+                gm = grad(b, a, config, microbatch_size=micro, weights=weights).double()
                 row[name] = {
                     "cosine": float(gm @ g / (gm.norm() * g.norm())),
                     "norm_ratio": float(gm.norm() / g.norm()),

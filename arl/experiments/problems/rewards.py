@@ -22,7 +22,7 @@ from arl.experiments.problems.common import (
 )
 from arl.gym.env import BugFixEnv, EnvConfig
 from arl.gym.tasks import run_tests, tasks_for
-from arl.losses import group_advantages, loss_weights, policy_logprobs
+from arl.losses import group_advantages, loss_weights, token_logprobs
 
 
 def _fmt(runs, key, name):
@@ -35,8 +35,8 @@ def problem_7(ctx: Ctx):
         ctx,
         "weak",
         {
-            "public reward": {"reward": "public", "zero_exploits": False},
-            "hidden reward + detector": {"reward": "hidden", "zero_exploits": True},
+            "public reward": {"env": {"reward": "public", "zero_exploits": False}},
+            "hidden reward + detector": {"env": {"reward": "hidden", "zero_exploits": True}},
         },
         steps=ctx.pick(20, 4),
     )
@@ -70,9 +70,9 @@ def problem_8(ctx: Ctx):
         ctx,
         "weak",
         {
-            "fraction": {"reward": "fraction"},
-            "binary": {"reward": "hidden"},
-            "mixed (alpha 0.1)": {"reward": "mixed", "mixed_alpha": 0.1},
+            "fraction": {"env": {"reward": "fraction"}},
+            "binary": {"env": {"reward": "hidden"}},
+            "mixed (alpha 0.1)": {"env": {"reward": "mixed", "mixed_alpha": 0.1}},
         },
         steps=ctx.pick(25, 4),
     )
@@ -120,7 +120,7 @@ def _episode_gram(model, trajs) -> torch.Tensor:
     for i in range(B):
         model.zero_grad(set_to_none=True)
         mb = type(batch)(*(getattr(batch, f)[i : i + 1] for f in batch.__dataclass_fields__))
-        logp, _ = policy_logprobs(model, mb)
+        logp = token_logprobs(model, mb)
         (loss_weights(mb.action_mask, "token_mean", B, N, 1) * logp).sum().backward()
         rows.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
     V = torch.stack(rows)  # (B, P)
@@ -205,9 +205,9 @@ def problem_12(ctx: Ctx):
         ctx,
         "weak",
         {
-            "no penalty": {"step_penalty": 0.0},
-            "penalty 0.02 (book)": {"step_penalty": 0.02},
-            "penalty 0.1": {"step_penalty": 0.1},
+            "no penalty": {"env": {"step_penalty": 0.0}},
+            "penalty 0.02 (book)": {"env": {"step_penalty": 0.02}},
+            "penalty 0.1": {"env": {"step_penalty": 0.1}},
         },
         steps=ctx.pick(25, 4),
     )
@@ -258,8 +258,8 @@ def problem_13(ctx: Ctx):
         ctx,
         "cold",
         {
-            "truncation zero": {"truncation": "zero", "max_turns": turns},
-            "truncation score": {"truncation": "score", "max_turns": turns},
+            "truncation zero": {"env": {"truncation": "zero", "max_turns": turns}},
+            "truncation score": {"env": {"truncation": "score", "max_turns": turns}},
         },
         steps=ctx.pick(25, 4),
     )

@@ -19,7 +19,7 @@ from arl.experiments.problems.common import (
     tail_mean,
 )
 from arl.gym.tasks import tasks_for
-from arl.losses import policy_logprobs
+from arl.losses import token_logprobs
 from arl.text import END, default_vocab
 from arl.types import ENV, POLICY, PROMPT, Trajectory
 
@@ -114,7 +114,7 @@ def retokenize(spans: list[tuple[str, str]], vocab) -> tuple[list[int], list[int
 @torch.no_grad()
 def _gaps_token_in_out(model, trajs) -> list[np.ndarray]:
     batch = collate(trajs)
-    logp, _ = policy_logprobs(model, batch)
+    logp = token_logprobs(model, batch)
     m = batch.action_mask.bool()
     return [(logp[b][m[b]] - batch.old_logp[b][m[b]]).abs().numpy() for b in range(len(trajs))]
 

@@ -1,0 +1,237 @@
+"""A PG run's folder: out/ckpt-STEP holds the model (loadable by `arl eval`) and
+trainer_state.pt (optimizer, RNGs, reference, staleness queue, cooldowns, entropy coefficient,
+the config), written atomically and checked by sha256; resume refuses a changed config and
+keeps the metrics.jsonl rows an uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import random
+import re
+import shutil
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from arl.errors import ArlError
+from arl.logging_bridge import Sink, scalars
+from arl.model import TinyAgent, load_checkpoint, nonfinite_tensor, read_meta, save_checkpoint
+from arl.runio import (
+    TMP_PREFIX,
+    append_jsonl,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    dumps_finite,
+    fsync_dir,
+    read_jsonl,
+)
+from arl.train.pg_config import PGConfig, flat_dict, flat_saved
+
+STATE_FILE = "trainer_state.pt"
+STATE_KEYS = {"step", "optimizer", "python_rng", "torch_rng", "reference", "queue", "cooldown",
+              "entropy_coef", "config"}  # fmt: skip
+ALWAYS_CHANGEABLE = ("resume", "out")  # resuming, or a run folder that was moved
+
+
+@dataclass
+class LoopState:
+    """What a PG run carries from one step to the next; a checkpoint keeps all of it."""
+
+    opt: torch.optim.Optimizer
+    rng: random.Random
+    ref: TinyAgent | None  # the KL reference (None: kl off)
+    entropy_coef: float
+    step: int = 0  # the last step done
+    queue: deque[dict[str, torch.Tensor]] = field(default_factory=deque)  # last k+1 weights
+    cooldown: dict[str, int] = field(default_factory=dict)  # task -> first step it may be drawn
+
+
+def checkpoints(out: Path) -> list[Path]:
+    """Complete checkpoints under a run directory, oldest first."""
+    done = [p for p in out.glob("ckpt-*") if re.fullmatch(r"ckpt-\d+", p.name)]
+    return sorted((p for p in done if (p / STATE_FILE).is_file()), key=lambda p: int(p.name[5:]))
+
+
+def save(out: Path, model: TinyAgent, s: LoopState, config: PGConfig) -> Path:
+    """Checkpoint the run after step s.step (config.keep_checkpoints newest kept)."""
+    state = {
+        "step": s.step,
+        "optimizer": s.opt.state_dict(),
+        "python_rng": _from_rng_state(s.rng.getstate()),
+        "torch_rng": torch.get_rng_state(),
+        "reference": s.ref.state_dict() if s.ref is not None else {},
+        "queue": list(s.queue),
+        "cooldown": s.cooldown,
+        "entropy_coef": s.entropy_coef,
+        "config": json.dumps(asdict(config)),
+    }
+    return save_trainer_checkpoint(out, s.step, model, state, config.keep_checkpoints)
+
+
+def save_trainer_checkpoint(out: Path, step: int, model: TinyAgent, state: dict, keep: int) -> Path:
+    """Write out/ckpt-STEP via a temp directory and one rename; keep the newest `keep`.
+
+    The trainer state's sha256 goes into the checkpoint's config.json beside the tensors'
+    checksums; a failed write removes its temp directory and leaves the older checkpoints.
+    """
+    final = out / f"ckpt-{step:06d}"
+    tmp = out / f"{TMP_PREFIX}ckpt-{step:06d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        data = buf.getvalue()
+        atomic_write_bytes(tmp / STATE_FILE, data)
+        files = {STATE_FILE: hashlib.sha256(data).hexdigest()}
+        save_checkpoint(model, tmp, extra={"kind": "pg", "step": step, "files": files})
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)  # atomic: a crash before this line leaves the last good checkpoint
+        fsync_dir(out)
+    except OSError as e:
+        raise ArlError(f"cannot write checkpoint {final}: {e.strerror or e}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for old in checkpoints(out)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_trainer_state(ckpt: Path) -> dict:
+    """A checkpoint's trainer_state.pt, checked against the sha256 its config.json holds."""
+    meta = read_meta(ckpt)
+    files = meta.get("files")
+    want = files.get(STATE_FILE) if isinstance(files, dict) else None
+    try:
+        data = (ckpt / STATE_FILE).read_bytes()
+    except OSError as e:
+        raise ArlError(f"checkpoint {ckpt}: cannot read {STATE_FILE} ({e.strerror})") from None
+    if want is None or hashlib.sha256(data).hexdigest() != want:
+        raise ArlError(f"checkpoint {ckpt}: corrupt {STATE_FILE} (checksum differs)")
+    try:
+        state = torch.load(io.BytesIO(data), weights_only=True)
+    except Exception as e:  # torch raises many types for a damaged file  # noqa: BLE001
+        raise ArlError(f"checkpoint {ckpt}: corrupt {STATE_FILE} ({type(e).__name__})") from None
+    if not isinstance(state, dict) or not STATE_KEYS <= set(state):
+        raise ArlError(f"checkpoint {ckpt}: corrupt {STATE_FILE} (missing fields)")
+    return state
+
+
+def config_changes(saved: dict, config: PGConfig) -> dict[str, tuple[Any, Any]]:
+    """Dotted keys whose value differs between a checkpoint's PGConfig and this run's."""
+    old, now = flat_saved(saved), flat_dict(config)
+    return {
+        k: (old.get(k), now.get(k))
+        for k in sorted(old.keys() | now.keys())
+        if old.get(k) != now.get(k) and k not in ALWAYS_CHANGEABLE
+    }
+
+
+def resume_state(ckpt: Path, model: TinyAgent, config: PGConfig, allow_change) -> dict:
+    """Load the newest checkpoint into `model` and return its trainer state, after checking
+    that the model's shape and the PGConfig match it (keys in `allow_change` may differ)."""
+    loaded = load_checkpoint(ckpt)  # checksums, format, finiteness
+    if loaded.config != model.config:
+        a, b = asdict(loaded.config), asdict(model.config)
+        diff = ", ".join(f"{k} {a[k]} vs {b[k]}" for k in a if a[k] != b[k])
+        raise ArlError(f"resume: {ckpt} holds another model shape than --init ({diff})")
+    st = load_trainer_state(ckpt)
+    try:
+        saved = json.loads(st["config"])
+    except (TypeError, ValueError):
+        raise ArlError(f"checkpoint {ckpt}: corrupt {STATE_FILE} (config)") from None
+    if not isinstance(saved, dict):
+        raise ArlError(f"checkpoint {ckpt}: corrupt {STATE_FILE} (config)")
+    changes = {k: v for k, v in config_changes(saved, config).items() if k not in allow_change}
+    if changes:
+        shown = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in list(changes.items())[:3])
+        raise ArlError(
+            f"resume: the config differs from {ckpt}'s ({shown}); "
+            f"--allow-change {','.join(changes)} accepts it"
+        )
+    tensors = [t for v in st["optimizer"].get("state", {}).values() for t in v.values()]
+    if nonfinite_tensor({str(i): t for i, t in enumerate(tensors) if torch.is_tensor(t)}):
+        raise ArlError(f"resume: {ckpt}: non-finite optimizer state")
+    model.load_state_dict(loaded.state_dict())
+    return st
+
+
+def restore(out: Path, model: TinyAgent, s: LoopState, config: PGConfig, allow_change) -> None:
+    """Continue from the newest checkpoint in `out`, if there is one: model and loop state."""
+    if not checkpoints(out):
+        return
+    ckpt = checkpoints(out)[-1]
+    st = resume_state(ckpt, model, config, allow_change)
+    try:
+        s.opt.load_state_dict(st["optimizer"])
+        s.rng.setstate(_to_rng_state(st["python_rng"]))
+        torch.set_rng_state(st["torch_rng"])
+        if s.ref is not None:
+            s.ref.load_state_dict(st["reference"])
+    except (ValueError, TypeError, KeyError, RuntimeError) as e:
+        raise ArlError(f"resume: {ckpt}: trainer state does not fit this run ({e})") from None
+    s.queue, s.cooldown = deque(st["queue"]), dict(st["cooldown"])
+    s.entropy_coef, s.step = float(st["entropy_coef"]), st["step"]
+
+
+def kept_metrics(path: Path, start: int, config: PGConfig, steps: int) -> list[dict]:
+    """The log rows a resume from step `start` keeps: those an uninterrupted run has too.
+
+    An evaluation logged at `start` only because it was the old last step is dropped.
+    """
+    if not start or not path.exists():
+        return []
+    rows = [r for r in read_jsonl(path) if isinstance(r.get("step"), int) and r["step"] <= start]
+    regular = config.eval_every and start % config.eval_every == 0
+    return [r for r in rows if r["step"] < start or "reward" in r or regular or start == steps]
+
+
+class RunLog:
+    """Each record to the history, out/metrics.jsonl (after the rows a resume keeps) and the
+    sink; out/config.json says what the run used."""
+
+    def __init__(self, out: Path | None, config: PGConfig, start: int, steps: int, sink=None):
+        self.history: list[dict] = []
+        self.sink: Sink | None = sink
+        self.file = None
+        if out is not None:
+            atomic_write_json(out / "config.json", asdict(config))
+            path = out / "metrics.jsonl"
+            keep = kept_metrics(path, start, config, steps)
+            atomic_write_text(path, "".join(dumps_finite(r) + "\n" for r in keep))
+            self.file = path.open("a", encoding="utf-8")
+
+    def __call__(self, record: dict) -> None:
+        self.history.append(record)
+        if self.file is not None:
+            append_jsonl(self.file, record)
+        if self.sink is not None:
+            self.sink.log(record["step"], scalars(record))
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+def last_good(out: Path | None) -> str:
+    """'; last good checkpoint: PATH' for a run that stopped, or '' when there is none."""
+    done = checkpoints(out) if out is not None else []
+    return f"; last good checkpoint: {done[-1]}" if done else ""
+
+
+def _from_rng_state(state: tuple) -> list:
+    version, internal, gauss = state
+    return [version, list(internal), gauss]
+
+
+def _to_rng_state(saved: Sequence) -> tuple:
+    version, internal, gauss = saved
+    return (version, tuple(internal), gauss)

@@ -1,0 +1,94 @@
+"""What the PG trainer logs each step: rollout statistics, update diagnostics, evaluations."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from arl.eval.metrics import run_policy
+from arl.gym.env import EnvConfig
+from arl.gym.tasks import SPLITS, tasks_for
+from arl.model import TinyAgent
+from arl.train.pg_config import PGConfig
+from arl.types import Trajectory
+
+REF_KEYS = ("kl/ref_k3", "kl/ref_absq99")
+
+
+def _pct(values: list[int], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def quantile(parts: list[torch.Tensor], q: float) -> float:
+    """The q-quantile of the concatenated parts (0 when empty)."""
+    x = torch.cat(parts) if parts else torch.zeros(0)
+    return float(torch.quantile(x, q)) if x.numel() else 0.0
+
+
+def rollout_metrics(trajs: Sequence[Trajectory], config: PGConfig) -> dict[str, Any]:
+    """What a dashboard shows about one step's episodes (Problems 7, 12, 13, 27)."""
+    info = [t.info for t in trajs]
+    hidden = float(np.mean([i["hidden_pass"] for i in info]))
+    public = float(np.mean([i["public_pass"] for i in info]))
+    scored = lambda i: i["submitted"] or config.env.truncation == "score"  # noqa: E731
+    succ = [t.n_action_tokens for t in trajs if t.passed]
+    fail = [t.n_action_tokens for t in trajs if not t.passed]
+    caught = sum(i["hacked"] and scored(i) and config.env.zero_exploits for i in info)
+    return {
+        "reward": float(np.mean([t.reward for t in trajs])),
+        "pass_rate": hidden,
+        "public_pass_rate": public,
+        "public_hidden_gap": public - hidden,
+        "hack_rate": float(np.mean([i["hacked"] for i in info])),
+        "hacks_caught": int(caught),
+        "malformed_per_episode": float(np.mean([i["malformed"] for i in info])),
+        "truncated_frac": float(np.mean([i["truncated"] for i in info])),
+        "final_state_pass": float(np.mean([i["hidden_fraction"] == 1.0 for i in info])),
+        "hidden_fraction": float(np.mean([i["hidden_fraction"] for i in info])),
+        "immediate_submit_frac": float(np.mean([i["first_call"] == "submit" for i in info])),
+        "mean_turns": float(np.mean([i["turns"] for i in info])),
+        "len_success_p50": _pct(succ, 50),
+        "len_success_p90": _pct(succ, 90),
+        "len_failure_p50": _pct(fail, 50),
+        "len_failure_p90": _pct(fail, 90),
+    }
+
+
+def update_metrics(stats: list[dict[str, float]], grad_norms: list[float], minibatches: int):
+    """One step's update diagnostics: first-pass means (every episode once, against the fixed
+    pi_prox) of the token statistics; clip fraction, loss and gradient norm over all updates."""
+    first = {k: float(np.mean([s[k] for s in stats[:minibatches]])) for k in stats[0]}
+    return {
+        "entropy": first["entropy"],
+        "clip_frac": float(np.mean([s["clip_frac"] for s in stats])),
+        "capped_frac": first["capped_frac"],
+        "kl/mu_k3": first["kl/mu_k3"],
+        "kl/mu_absq99": first["kl/mu_absq99"],
+        **{k: first[k] for k in REF_KEYS if k in first},
+        "grad_norm": float(np.mean(grad_norms)),
+        "loss": float(np.mean([s["loss"] for s in stats])),
+    }
+
+
+def evaluate_splits(model: TinyAgent, config: PGConfig) -> dict[str, float]:
+    """Hidden-test pass rate on the train and held-out splits (same seed every time)."""
+    out = {}
+    for split in SPLITS:
+        trajs = run_policy(
+            model,
+            tasks_for(split),
+            samples=config.eval_samples,
+            seed=config.seed + 10_007,
+            env_config=EnvConfig(max_turns=config.env.max_turns),
+        )
+        out[f"eval/{split}_pass"] = float(np.mean([t.passed for t in trajs]))
+    return out
+
+
+def is_finite_history(history: Sequence[dict]) -> bool:
+    """True if every float metric is finite (a cheap divergence guard for tests)."""
+    return all(math.isfinite(v) for r in history for v in r.values() if isinstance(v, float))
