@@ -2,6 +2,13 @@
 
 Every function is pure and names the problem it comes from; `arl calc NAME` runs them with
 the problem's numbers as defaults. Invalid inputs raise ArlError naming the bad value.
+
+The Problem 4 and 5 calculators are the float64 twins of the trainer's tensor math in
+arl.losses (group_advantages, kl_k1/k2/k3), with the same conventions: advantages are
+r - mean(group), divided by the population std when asked; the KL log-ratio is
+log pi_ref - log pi_theta on tokens from pi_theta. They stay apart so that the numbers
+they print are exact doubles (torch's expm1 and reductions differ from math's in the last
+bit); tests/test_calc.py checks each twin against its arl.losses original.
 """
 
 from __future__ import annotations
@@ -106,7 +113,13 @@ def best_group_size(
 
 
 def group_advantages(rewards: Sequence[float], normalize: bool = True, eps: float = 0.0) -> list:
-    """(r - mean)/(std + eps) with the population std, or r - mean if not normalize (Problem 4)."""
+    """(r - mean)/(std + eps) with the population std, or r - mean if not normalize (Problem 4).
+
+    losses.group_advantages(r, "mean", std=normalize, eps) in float64. This calculator
+    normalizes by default, as Problem 4 asks what normalization does; the trainer does not
+    (PGConfig.std_norm False, the book's advice for verifier rewards). eps 0: a degenerate
+    group is an error here, not a division by eps.
+    """
     r = np.asarray(rewards, dtype=np.float64)
     if r.size == 0:
         raise ArlError("need at least one reward")

@@ -16,9 +16,10 @@ import time
 import numpy as np
 import torch
 
-from arl.cli.train import load_init
+from arl.cli.train import load_init, parse_overrides
 from arl.gym import env as env_module
-from arl.train.pg import make_config, parse_overrides, train_pg
+from arl.train.pg import train_pg
+from arl.train.pg_config import make_config
 
 
 def main() -> None:

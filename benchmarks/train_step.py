@@ -68,8 +68,9 @@ from arl.losses import dpo_loss, episode_logp, token_logprobs  # noqa: E402
 from arl.model import TinyAgent, TinyAgentConfig  # noqa: E402
 from arl.rollout import scripted_rollout  # noqa: E402
 from arl.text import END, PAD, UNK, default_vocab  # noqa: E402
+from arl.train.common import make_optimizer  # noqa: E402
 from arl.train.dpo import DPOConfig, dpo_train  # noqa: E402
-from arl.train.sft import SFTConfig, make_optimizer, sft_train  # noqa: E402
+from arl.train.sft import SFTConfig, sft_train  # noqa: E402
 from arl.types import POLICY, PROMPT, Trajectory  # noqa: E402
 
 WARMUP = 2

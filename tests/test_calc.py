@@ -193,3 +193,21 @@ def test_paired_problem_22_via_calc():
     assert r.diff == pytest.approx(10 / 500)
     with pytest.raises(ArlError, match="inconsistent"):
         calc.paired_vs_unpaired(100, 0.1, 50, 30)
+
+
+def test_the_float_twins_agree_with_the_trainers_math():
+    """calc's Problem 4 and 5 calculators compute what arl.losses computes (to rounding)."""
+    import torch
+
+    from arl import losses
+
+    r = [1.0, 0.0, 0.0, 1.0, 0.5]
+    t = torch.tensor(r, dtype=torch.float64)
+    for normalize in (True, False):
+        want = losses.group_advantages(t, "mean", std=normalize, eps=0.0).tolist()
+        assert calc.group_advantages(r, normalize) == pytest.approx(want, rel=1e-12)
+    for x in (-3.0, -0.2, 0.0, 0.1, 2.5):
+        x_t = torch.tensor(x, dtype=torch.float64)
+        for name in ("kl_k1", "kl_k2", "kl_k3"):
+            want = float(getattr(losses, name)(x_t))
+            assert getattr(calc, name)(x) == pytest.approx(want, rel=1e-12, abs=1e-15)

@@ -266,7 +266,7 @@ def test_minimal_reinforce_equals_the_textbook_step(weak):
     rng = random.Random(config.seed)
     chosen = rng.sample(list(TASKS), 4)
     jobs = [t for t in chosen for _ in range(4)]
-    trajs = rollout_batch(ref, jobs, seed=rng.randrange(2**31), env_config=config.env_config)
+    trajs = rollout_batch(ref, jobs, seed=rng.randrange(2**31), env_config=config.env)
     rewards = torch.tensor([t.reward for t in trajs]).view(4, 4)
     adv = torch.cat([group_advantages(r, "mean") for r in rewards])
     assert adv.abs().sum() > 0

@@ -1,0 +1,90 @@
+"""The pieces every recipe shares: the checked optimizer step, the hook schedule, frozen
+log-probs, the PG config's dotted keys and the one starting-policy loader."""
+
+import math
+
+import pytest
+import torch
+
+from arl.batch import collate
+from arl.errors import ArlError, Diverged
+from arl.gym.tasks import tasks_for
+from arl.losses import token_logprobs
+from arl.rollout import rollout_batch
+from arl.train.checkpoint import config_changes
+from arl.train.common import frozen_logprobs, hook_due, optimizer_step
+from arl.train.pg_config import PGConfig, flat_dict, make_config
+from arl.train.policy import check_policy_spec, load_policy
+
+
+def test_optimizer_step_takes_a_loss_or_an_accumulating_backward(tiny_model):
+    opt = torch.optim.SGD(tiny_model.parameters(), lr=0.1)
+    batch = collate(rollout_batch(tiny_model, tasks_for("train")[:2], seed=0))
+    before = [p.detach().clone() for p in tiny_model.parameters()]
+    loss = -token_logprobs(tiny_model, batch).mean()
+    value, norm = optimizer_step(tiny_model, opt, loss, 0.0, "test")
+    assert value == pytest.approx(float(loss.detach())) and norm > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, tiny_model.parameters(), strict=True))
+
+    def backward() -> float:  # two halves accumulated, as the PG trainer does
+        for half in (slice(0, 1), slice(1, 2)):
+            (-token_logprobs(tiny_model, batch)[half].mean() / 2).backward()
+        return 1.0
+
+    assert optimizer_step(tiny_model, opt, backward, 1.0, "test")[0] == 1.0
+
+
+def test_a_nan_loss_stops_before_the_optimizer_steps(tiny_model):
+    opt = torch.optim.SGD(tiny_model.parameters(), lr=0.1)
+    before = [p.detach().clone() for p in tiny_model.parameters()]
+    loss = next(tiny_model.parameters()).sum() * float("nan")
+    with pytest.raises(Diverged, match="step 7: loss nan"):
+        optimizer_step(tiny_model, opt, loss, 1.0, "step 7")
+    assert all(torch.equal(a, b) for a, b in zip(before, tiny_model.parameters(), strict=True))
+
+
+def test_hook_schedule_and_frozen_logprobs(tiny_model):
+    assert [s for s in range(8) if hook_due(s, 3, 7)] == [0, 3, 6, 7]
+    assert not any(hook_due(s, 0, 7) for s in range(8))
+    batch = collate(rollout_batch(tiny_model, tasks_for("train")[:2], seed=0))
+    tiny_model.train()
+    logp = frozen_logprobs(tiny_model, batch, 0.7)
+    assert tiny_model.training and not logp.requires_grad
+    torch.testing.assert_close(logp, token_logprobs(tiny_model, batch, temperature=0.7))
+
+
+def test_env_is_nested_and_old_flat_keys_name_the_dotted_one():
+    config = make_config({"lr": 1e-3, "env": {"reward": "public"}})
+    assert config.env.reward == "public" and config.env.zero_exploits  # PG's default env kept
+    assert flat_dict(config)["env.reward"] == "public"
+    with pytest.raises(ArlError, match=r"^reward: now env.reward"):
+        make_config({"reward": "public"})
+    with pytest.raises(ArlError, match=r"^env.reward: unknown 'nope'"):
+        make_config({"env": {"reward": "nope"}})
+    with pytest.raises(ArlError, match="mask_shift: no longer"):
+        make_config({"mask_shift": 1})
+    assert PGConfig().quick().episodes_per_step == 16
+
+
+def test_a_checkpoint_config_from_before_the_nesting_still_compares():
+    flat = flat_dict(PGConfig())
+    saved = {k.removeprefix("env."): v for k, v in flat.items() if k != "env.max_call_tokens"}
+    saved["mask_shift"] = 0  # a field of that time
+    assert config_changes(saved, PGConfig()) == {}
+    assert config_changes(saved, make_config({"env": {"step_penalty": 0.1}})) == {
+        "env.step_penalty": (0.0, 0.1)
+    }
+
+
+def test_load_policy_specs(tmp_path):
+    a, b = load_policy("untrained", seed=3), load_policy("untrained", seed=3)
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
+    with pytest.raises(ArlError, match="unknown policy 'bogus'"):
+        check_policy_spec("bogus")
+    with pytest.raises(ArlError, match="no such checkpoint directory"):
+        load_policy(str(tmp_path / "missing"))
+    (tmp_path / "run" / "ckpt-000001").mkdir(parents=True)
+    (tmp_path / "run" / "ckpt-000001" / "config.json").write_text("{}")
+    with pytest.raises(ArlError, match="is a run folder; its newest checkpoint"):
+        load_policy(str(tmp_path / "run"))
+    assert math.isfinite(sum(float(p.sum()) for p in a.parameters()))
