@@ -84,6 +84,9 @@ def test_train_pg_runs_writes_and_resumes(cli, tmp_path, init):
         ("kl=k4", "kl"),
         ("clip=maybe", "clip"),
         ("noequals", "noequals"),
+        ("reward=public", "env.reward"),  # the flat name of before the nesting: say the new one
+        ("env.reward=nope", "env.reward"),
+        ("env.max_turns=0", "env.max_turns"),
     ],
 )
 def test_bad_settings_give_one_line_naming_the_field(cli, init, setting, field):

@@ -286,9 +286,12 @@ def train_pg(
         raise ArlError("train_pg needs at least one task")
     steps = config.steps if steps is None else steps
     out = Path(config.out) if config.out else None
-    claim = out is not None and not claimed
-    claim = claim_output_dir(config.out, "train pg", OWNED, reuse=config.resume) if claim else None
-    with claim or nullcontext():
+    own = out is not None and not claimed
+    with (
+        claim_output_dir(config.out, "train pg", OWNED, reuse=config.resume)
+        if own
+        else nullcontext()
+    ):
         s = LoopState(make_optimizer(model, config.lr, config.weight_decay, fused=False),
                       random.Random(config.seed),
                       copy.deepcopy(model).eval() if config.kl != "off" else None,
