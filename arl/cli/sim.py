@@ -22,8 +22,9 @@ NOTES = {
 def _sim_fleet(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from arl.sim.config import FleetConfig
     from arl.sim.figure import plot_timeline
-    from arl.sim.fleet import FleetConfig, simulate
+    from arl.sim.fleet import simulate
 
     cfg = FleetConfig.from_json(args.config) if args.config else FleetConfig()
     if args.seed is not None:
