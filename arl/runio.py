@@ -1,8 +1,9 @@
-"""Files a run keeps: atomic writes, an fsynced log, and one owner per output folder.
+"""Files a run keeps: atomic writes, the one JSON writer, an fsynced log, one owner per folder.
 
 Every file a user keeps (checkpoints, metrics, results, per-episode JSONL) is written to a
 temp file beside its target, fsynced and renamed over it, so a crash, a full disk or a
-kill leaves the old file or the new one, never a part of one. `claim_output_dir` gives a
+kill leaves the old file or the new one, never a part of one. JSON goes through `plain`
+(numpy, tuples, NaN made JSON) and `dumps_finite` (NaN refused). `claim_output_dir` gives a
 run its folder: a lock held while it runs, and a refusal when the folder holds the files
 of another run (unless the user asked to overwrite or to resume).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -19,6 +21,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+import numpy as np
 
 from arl.errors import ArlError
 
@@ -72,6 +76,22 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write UTF-8 text to `path` atomically (temp file, fsync, rename)."""
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def plain(obj: Any, ndigits: int | None = None) -> Any:
+    """A JSON-ready copy: str keys, lists for tuples, Python numbers for numpy ones, None for
+    NaN and infinities, floats rounded to `ndigits` places when given."""
+    if isinstance(obj, dict):
+        return {str(k): plain(v, ndigits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v, ndigits) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            return None
+        return obj if ndigits is None else round(obj, ndigits)
+    return obj
 
 
 def dumps_finite(obj: Any, indent: int | None = None) -> str:

@@ -6,7 +6,7 @@ import torch
 
 from arl.cli.main import main
 from arl.eval.metrics import copy_probe
-from arl.experiments import ch15
+from arl.experiments import ch15, ch15_seeds
 from arl.gym.tasks import ACCUMULATORS, tasks_for
 from arl.text import default_vocab
 from tests.test_ch15_table import BREAKS
@@ -77,7 +77,7 @@ def test_a_killed_run_resumes_without_rerunning_finished_seeds(tmp_path, monkeyp
     monkeypatch.setenv("ARL_CACHE", str(tmp_path / "cache"))
     cfg, out = ch15.Ch15Config().quick(), tmp_path / "ch15"
     calls = []
-    real = ch15.run_seed
+    real = ch15_seeds.run_seed
 
     def dies_on_seed_1(cfg, seed, checkpoints=""):
         calls.append(seed)
@@ -85,21 +85,21 @@ def test_a_killed_run_resumes_without_rerunning_finished_seeds(tmp_path, monkeyp
             raise KeyboardInterrupt  # the run is killed while seed 1 runs
         return real(cfg, seed, checkpoints)
 
-    monkeypatch.setattr(ch15, "run_seed", dies_on_seed_1)
+    monkeypatch.setattr(ch15_seeds, "run_seed", dies_on_seed_1)
     with pytest.raises(KeyboardInterrupt):
-        ch15.run_seeds(cfg, [0, 1], out, quick=True)
+        ch15_seeds.run_seeds(cfg, [0, 1], out, quick=True)
     partial = json.loads((out / "results.partial.json").read_text())
     assert [R["seed"] for R in partial["runs"]] == [0]
-    payload = ch15.run_seeds(cfg, [0, 1], out, quick=True)
+    payload = ch15_seeds.run_seeds(cfg, [0, 1], out, quick=True)
     assert calls == [0, 1, 1]  # seed 0 was not run again
     assert [R["seed"] for R in payload["runs"]] == [0, 1]
     # same seed, same bytes: seed 0 kept from the partial file equals a fresh run of it
-    fresh = ch15.run_seeds(cfg, [0], tmp_path / "again", quick=True)
+    fresh = ch15_seeds.run_seeds(cfg, [0], tmp_path / "again", quick=True)
     assert json.dumps(fresh["runs"][0]) == json.dumps(
         {**payload["runs"][0], "timings_s": fresh["runs"][0]["timings_s"]}
     )
     # a partial run made with other settings is not mixed in
-    ch15.atomic_write_json(out / "results.partial.json", {**partial, "quick": False})
+    ch15_seeds.atomic_write_json(out / "results.partial.json", {**partial, "quick": False})
     (out / "results.json").unlink()
-    with pytest.raises(ch15.ArlError, match="other settings"):
-        ch15.run_seeds(replace(cfg, eval_samples=2), [0, 1], out, quick=True)
+    with pytest.raises(ch15_seeds.ArlError, match="other settings"):
+        ch15_seeds.run_seeds(replace(cfg, eval_samples=2), [0, 1], out, quick=True)

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from arl.cli.numbers import CALCULATORS
+from arl.cli.calculators import CALCULATORS
 
 
 @pytest.fixture

@@ -13,10 +13,21 @@ from arl.runio import (
     atomic_write_text,
     check_writable,
     claim_output_dir,
+    plain,
     read_jsonl,
 )
 
 OWNED = ("ckpt-*", "metrics.jsonl")
+
+
+def test_plain_makes_numpy_tuples_and_non_finite_numbers_json():
+    import numpy as np
+
+    obj = {1: (np.float32(0.5), np.int64(3), np.bool_(True)), "x": [float("nan"), -np.inf, 1 / 3]}
+    assert plain(obj) == {"1": [0.5, 3, True], "x": [None, None, 1 / 3]}
+    assert type(plain(np.int64(3))) is int and type(plain(np.float64(0.25))) is float
+    assert plain({"r": 1 / 3, "n": 7, "b": False}, ndigits=6) == {"r": 0.333333, "n": 7, "b": False}
+    assert json.loads(runio.dumps_finite(plain(obj))) == plain(obj)
 
 
 def test_atomic_write_replaces_whole_files_and_cleans_up_on_failure(tmp_path, monkeypatch):

@@ -9,7 +9,8 @@ import pytest
 
 from arl import calc
 from arl.errors import ArlError
-from arl.sim.fleet import FleetConfig, simulate
+from arl.sim.config import FleetConfig
+from arl.sim.fleet import simulate
 
 # A small synchronous fleet with a slot for every episode, so only containers differ.
 SMALL = FleetConfig(

@@ -143,10 +143,9 @@ def cmd_tokens(args: argparse.Namespace) -> int:
 
     from arl.eval.metrics import token_accounting
     from arl.experiments.bases import oracle_demos
+    from arl.experiments.ch15_book import BOOK_TOKENS as book
 
     acc = token_accounting(oracle_demos())
-    book = {"predicted_positions": 1338, "action_positions": 260, "observation_positions": 838,
-            "action_share": 0.19, "observation_share": 0.63, "vocab_size": 316}  # fmt: skip
     if args.json:
         print(json.dumps(acc))
         return 0

@@ -20,10 +20,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from arl.cli import calculators as calc_cli
     from arl.cli import export as export_cli
     from arl.cli import gym as gym_cli
-    from arl.cli import numbers as numbers_cli
     from arl.cli import reproduce as reproduce_cli
+    from arl.cli import sim as sim_cli
+    from arl.cli import stats as stats_cli
     from arl.cli import train as train_cli
 
     parser = _Parser(
@@ -34,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"arl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for module in (gym_cli, train_cli, reproduce_cli, numbers_cli, export_cli):
+    for module in (gym_cli, train_cli, reproduce_cli, stats_cli, calc_cli, sim_cli, export_cli):
         module.register(sub)
     return parser
 

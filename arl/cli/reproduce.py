@@ -12,15 +12,12 @@ PROBLEM_NUMBERS = (1, 2, 3, 4, 7, 8, 9, 12, 13, 16, 17, 26, 28)
 
 
 def cmd_ch15(args: argparse.Namespace) -> int:
-    """Run the seeds, then print the table, the costs and where the files went."""
+    """Run the seeds (or recompute the table of a finished run), then print the results."""
     import os
     import sys
     from pathlib import Path
 
-    from rich.console import Console
-    from rich.table import Table
-
-    from arl.experiments import ch15
+    from arl.experiments import ch15, ch15_seeds
 
     cfg = ch15.Ch15Config()
     cfg = cfg.quick() if args.quick else cfg
@@ -28,13 +25,23 @@ def cmd_ch15(args: argparse.Namespace) -> int:
     workers = args.workers or min(len(seeds), os.cpu_count() or 1)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     if args.retable:
-        payload = ch15.retable(Path(args.out))
+        payload = ch15_seeds.retable(Path(args.out))
     else:
         log(f"arl reproduce ch15: seeds {seeds[0]}..{seeds[-1]} in {workers} process(es)"
             f"{' (quick settings)' if args.quick else ''}; progress lines follow")  # fmt: skip
-        payload = ch15.run_seeds(cfg, seeds, Path(args.out), quick=args.quick, workers=workers,
-                                 overwrite=args.overwrite, log=log)  # fmt: skip
-    table, runs, out, seeds = payload["table"], payload["runs"], Path(args.out), payload["seeds"]
+        payload = ch15_seeds.run_seeds(cfg, seeds, Path(args.out), quick=args.quick,
+                                       workers=workers, overwrite=args.overwrite,
+                                       log=log)  # fmt: skip
+    print_ch15(payload, Path(args.out))
+    return 0
+
+
+def print_ch15(payload: dict, out) -> None:
+    """The table with its verdicts, what each recipe consumed, and where the files went."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table, runs, seeds = payload["table"], payload["runs"], payload["seeds"]
     title = f"Chapter 15 reproduced (seeds {seeds[0]}..{seeds[-1]})"
     if payload["quick"]:
         title += " -- QUICK settings: too small to reproduce anything; verdicts are not results"
@@ -58,7 +65,6 @@ def cmd_ch15(args: argparse.Namespace) -> int:
     console.print(f"time per seed: {min(times):.0f}-{max(times):.0f} s of compute")
     console.print(f"wrote {out / 'results.json'}, {out / 'table.md'}, "
                   f"{', '.join(payload['figures'])} and checkpoints/")  # fmt: skip
-    return 0
 
 
 def cmd_problem(args: argparse.Namespace) -> int:

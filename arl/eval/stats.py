@@ -160,11 +160,6 @@ def mcnemar_chi2(b: int, c: int, correction: bool = False) -> tuple[float, float
     return stat, math.erfc(math.sqrt(stat / 2.0))
 
 
-def paired_se_from_counts(b: int, c: int, n_tasks: int) -> float:
-    """SE of a paired difference in pass rate, one sample per task: sqrt(b + c)/N (Problem 22)."""
-    return math.sqrt(b + c) / n_tasks
-
-
 def unpaired_se(p_a: float, p_b: float, n_a: int, n_b: int) -> float:
     """SE of a difference of two independent rates, sqrt(pa(1-pa)/na + pb(1-pb)/nb) (Problem 22)."""
     return math.sqrt(p_a * (1 - p_a) / n_a + p_b * (1 - p_b) / n_b)

@@ -1,7 +1,7 @@
 """Chapter 15 reproduced: SFT, RFT and expert iteration, DPO, four recipes, design problems.
 
 `run(config)` measures every number of the book's Chapter 15 table on the BugFix gym
-and TinyAgent for one seed; `run_seeds` runs seeds in parallel processes, resumes
+and TinyAgent for one seed; ch15_seeds runs seeds in parallel processes, resumes
 finished ones, and writes results.json, table.md (ch15_table: each claim as a rule
 with 2-SE margins, k of N seeds) and the figures (ch15_figures). Each section is one
 small function; all of them start from the same weak base. Nothing here is tuned to
@@ -12,27 +12,23 @@ collapse), never a value.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 
 from arl.batch import collate
-from arl.errors import ArlError
 from arl.eval.metrics import copy_probe, evaluate, run_policy, token_accounting
 from arl.experiments.bases import BaseConfig, new_model, oracle_demos, train_oracle_sft, weak_base
-from arl.experiments.ch15_figures import draw_figures
-from arl.experiments.ch15_table import aggregate, cost_table, markdown, rows
 from arl.gym.tasks import FAMILIES, all_tasks, tasks_for
 from arl.losses import masked_mean, sft_loss, token_logprobs
 from arl.model import TinyAgent, save_checkpoint
+from arl.progress import Progress
 from arl.rollout import scripted_rollout
-from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir
 from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 from arl.train.pg import minimal_reinforce, train_pg
 from arl.train.rft import RFTConfig, expert_iteration, gradient_identity
@@ -316,125 +312,13 @@ def run(cfg: Ch15Config, progress: Callable[[str], None] = lambda name: None) ->
 
 
 def run_seed(cfg: Ch15Config, seed: int, checkpoints: str = "") -> dict:
-    """One seed in this process, one torch thread; progress lines go to stderr (a terminal or a
-    file alike). Saves the three models under `checkpoints` if given. Returns JSON-able results."""
-    import sys
-
+    """One seed in this process, one torch thread; a progress line per section goes to stderr
+    (`[seed 0] dpo (at 12 s)`). Saves the three models under `checkpoints` if given. Returns
+    JSON-able results."""
     torch.set_num_threads(1)
     scfg = replace(cfg, base=replace(cfg.base, seed=seed))
-    t0 = time.perf_counter()
-
-    def progress(name: str) -> None:
-        print(f"[seed {seed}] {name} (at {time.perf_counter() - t0:.0f} s)", file=sys.stderr,
-              flush=True)  # fmt: skip
-
-    R = run(scfg, progress)
+    R = run(scfg, Progress(f"[seed {seed}]").event)
     if checkpoints:
         for name, model in R["_models"].items():
             save_checkpoint(model, Path(checkpoints) / name, extra={"seed": seed})
     return {k: v for k, v in R.items() if not k.startswith("_")}
-
-
-def _settings(cfg: Ch15Config, quick: bool) -> dict:
-    return json.loads(json.dumps({"config": asdict(cfg), "quick": quick}))
-
-
-OWNED = ("results.json", "results.partial.json", "table.md", "*.png", "checkpoints")
-
-
-def resume_state(out: Path, cfg: Ch15Config, quick: bool) -> dict[int, dict]:
-    """Finished seeds to keep from `out`: those of a partial run with the same settings.
-
-    A folder that holds a finished run, or a partial run with other settings, is refused
-    (`--overwrite` clears it first): a new run never mixes its results with another's.
-    """
-    if (out / "results.json").exists():
-        raise ArlError(f"{out} holds a finished run (results.json); choose another --out or "
-                       "pass --overwrite")  # fmt: skip
-    partial = out / "results.partial.json"
-    if not partial.exists():
-        return {}
-    try:
-        saved = json.loads(partial.read_text())
-        same = {k: saved[k] for k in ("config", "quick")} == _settings(cfg, quick)
-        runs = {int(R["seed"]): R for R in saved["runs"]}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ArlError(f"{partial} is unreadable ({type(e).__name__}); pass --overwrite "
-                       "to start again") from None  # fmt: skip
-    if not same:
-        raise ArlError(f"{partial} holds a run with other settings; pass --overwrite to "
-                       "start again")  # fmt: skip
-    return runs
-
-
-def run_seeds(
-    cfg: Ch15Config,
-    seeds: list[int],
-    out: Path,
-    *,
-    quick: bool = False,
-    workers: int = 1,
-    overwrite: bool = False,
-    log: Callable[[str], None] = lambda line: None,
-) -> dict:
-    """Run every seed (in `workers` processes), resuming finished seeds from
-    results.partial.json; write results.json, table.md and the figures; return the payload."""
-    with claim_output_dir(out, "reproduce ch15", OWNED, overwrite=overwrite, reuse=not overwrite):
-        return _run_seeds(cfg, seeds, out, quick, workers, log)
-
-
-def _run_seeds(cfg, seeds, out, quick, workers, log) -> dict:
-    done = resume_state(out, cfg, quick)
-    todo = [s for s in seeds if s not in done]
-    if set(done) & set(seeds):
-        log(f"resuming: seeds {sorted(set(done) & set(seeds))} already done in {out}")
-    ckpt = lambda seed: str(out / "checkpoints") if seed == seeds[0] else ""  # noqa: E731
-
-    def finished(R: dict) -> None:
-        done[R["seed"]] = R
-        runs = [done[s] for s in sorted(done)]
-        atomic_write_json(out / "results.partial.json", {**_settings(cfg, quick), "runs": runs})
-        log(f"seed {R['seed']} done in {sum(R['timings_s'].values()):.0f} s "
-            f"({len(set(done) & set(seeds))}/{len(seeds)})")  # fmt: skip
-
-    if workers <= 1 or len(todo) <= 1:
-        for seed in todo:
-            finished(run_seed(cfg, seed, ckpt(seed)))
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(workers, len(todo)), mp_context=ctx) as pool:
-            futures = [pool.submit(run_seed, cfg, seed, ckpt(seed)) for seed in todo]
-            for fut in as_completed(futures):
-                finished(fut.result())
-    payload = write_outputs(out, {**_settings(cfg, quick), "seeds": seeds,
-                                  "runs": [done[s] for s in seeds]})  # fmt: skip
-    (out / "results.partial.json").unlink(missing_ok=True)
-    return payload
-
-
-def write_outputs(out: Path, payload: dict) -> dict:
-    """The table (today's rules over the runs), table.md, figures and results.json."""
-    runs = payload["runs"]
-    table = aggregate([rows(R) for R in runs])
-    figures = draw_figures(runs, out)
-    cost = markdown(table, payload["quick"]) + "\n" + cost_table(runs[0]["recipes"]["cost"])
-    atomic_write_text(out / "table.md", cost)
-    payload = {**payload, "table": table, "figures": figures}
-    atomic_write_json(out / "results.json", payload)
-    return payload
-
-
-def retable(out: Path) -> dict:
-    """Recompute the table and figures of a finished run from its results.json (after a rule
-    changed), without rerunning anything."""
-    try:
-        payload = json.loads((out / "results.json").read_text())
-        payload["runs"][0]["recipes"]["cost"]
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-        name = type(e).__name__
-        raise ArlError(f"{out / 'results.json'}: not a finished ch15 run ({name})") from None
-    with claim_output_dir(out, "reproduce ch15", OWNED, reuse=True):
-        return write_outputs(out, payload)

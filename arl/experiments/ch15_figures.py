@@ -38,9 +38,15 @@ def draw_figures(results: list[dict], out: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = []
+    figures = (("fig15_1_recipes.png", _fig_recipes), ("fig15_2_dpo.png", _fig_dpo),
+               ("fig15_3_four_recipes.png", _fig_four_recipes),
+               ("fig15_4_public_filter.png", _fig_public_filter),
+               ("fig_oracle_sft.png", _fig_oracle_sft))  # fmt: skip
+    return [_save(draw(plt, results), out / name) for name, draw in figures]
 
-    # 15.1: every recipe is sum_i w_i grad log pi(tau_i) over masked action tokens
+
+def _fig_recipes(plt, results: list[dict]):
+    """15.1: every recipe is sum_i w_i grad log pi(tau_i) over masked action tokens."""
     fig, ax = plt.subplots(figsize=(8, 2.6))
     ax.axis("off")
     cells = [
@@ -53,9 +59,11 @@ def draw_figures(results: list[dict], out: Path) -> list[str]:
                  loc="center", cellLoc="left")  # fmt: skip
     t.scale(1, 1.6)
     ax.set_title("Figure 15.1: sum_i w_i grad log pi(tau_i) over masked action tokens")
-    names.append(_save(fig, out / "fig15_1_recipes.png"))
+    return fig
 
-    # 15.2: DPO, what the dashboard shows vs what the policy does
+
+def _fig_dpo(plt, results: list[dict]):
+    """15.2: DPO, what the dashboard shows vs what the policy does."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for name, style in (("dpo", "-"), ("dpo_nll", "--")):
         steps, m, e = _mean_curve(results, lambda R, n=name: [
@@ -75,9 +83,11 @@ def draw_figures(results: list[dict], out: Path) -> list[str]:
     a.legend(fontsize=8)
     b.legend(fontsize=8)
     fig.suptitle("Figure 15.2: offline DPO on weak-base pairs")
-    names.append(_save(fig, out / "fig15_2_dpo.png"))
+    return fig
 
-    # 15.3: four recipes on a shared x-axis of gradient steps
+
+def _fig_four_recipes(plt, results: list[dict]):
+    """15.3: four recipes on a shared x-axis of gradient steps."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for recipe, color in (("oracle_sft", "k"), ("rft", "tab:orange"),
                           ("sft_then_rl", "tab:green"), ("rl_only", "tab:blue")):  # fmt: skip
@@ -89,9 +99,11 @@ def draw_figures(results: list[dict], out: Path) -> list[str]:
     axes[0].set_ylabel("hidden-test pass rate")
     axes[0].legend()
     fig.suptitle("Figure 15.3: four recipes from one weak base")
-    names.append(_save(fig, out / "fig15_3_four_recipes.png"))
+    return fig
 
-    # 15.4: RFT with a public-test filter
+
+def _fig_public_filter(plt, results: list[dict]):
+    """15.4: RFT with a public-test filter: kept hacks per round and the two pass rates."""
     fig, ax = plt.subplots(figsize=(7, 4))
     rounds = results[0]["public_rft"]["rounds"]
     x = np.arange(1, len(rounds) + 1)
@@ -113,9 +125,11 @@ def draw_figures(results: list[dict], out: Path) -> list[str]:
     ax.legend(loc="upper left", fontsize=8)
     ax2.legend(loc="center left", fontsize=8)
     fig.suptitle("Figure 15.4: RFT with a public-test filter")
-    names.append(_save(fig, out / "fig15_4_public_filter.png"))
+    return fig
 
-    # oracle SFT: pass rates and action entropy every few steps
+
+def _fig_oracle_sft(plt, results: list[dict]):
+    """Oracle SFT: pass rates and action entropy every few steps."""
     fig, ax = plt.subplots(figsize=(7, 4))
     steps, m, e = _mean_curve(results, lambda R: [
         {k: r[k] for k in ("step", "train", "heldout", "train_entropy")}
@@ -128,8 +142,7 @@ def draw_figures(results: list[dict], out: Path) -> list[str]:
     ax.legend(loc="center right", fontsize=8)
     ax2.legend(loc="upper right", fontsize=8)
     fig.suptitle("Oracle SFT from the weak base (Section 15.2)")
-    names.append(_save(fig, out / "fig_oracle_sft.png"))
-    return names
+    return fig
 
 
 def _save(fig, path: Path) -> str:

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from arl.runio import atomic_write_bytes
-from arl.sim.fleet import FleetConfig, FleetResult
+from arl.sim.config import FleetConfig
+from arl.sim.report import FleetResult
 
 
 def plot_timeline(result: FleetResult, cfg: FleetConfig, path: str | Path) -> Path:

@@ -1,0 +1,103 @@
+"""The one progress display of every long loop: a live bar on a terminal, plain lines elsewhere.
+
+`update(done, text)` moves the bar; `event(text)` prints one line with the time so far
+(`[seed 0] dpo (at 12 s)`), the form that reads the same in a terminal, a log file or from
+several worker processes. Output goes to stderr unless told otherwise, so stdout stays clean
+for tables and `--json`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+class Progress:
+    """Progress over `total` steps, labelled `label`.
+
+    On a terminal a rich bar (label, bar, done/total, time, `text`) appears once `delay_s`
+    has passed and stops at `total` (erased if `transient`); elsewhere a plain line is printed
+    at most every `every_s` seconds and at the end. `enabled=False` makes every call a no-op.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        total: int = 0,
+        *,
+        start: int = 0,
+        delay_s: float = 0.0,
+        every_s: float = 30.0,
+        transient: bool = False,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+    ) -> None:
+        self.label, self.total, self.start, self.enabled = label, total, start, enabled
+        self.delay_s, self.every_s, self.transient = delay_s, every_s, transient
+        self.stream = stream if stream is not None else sys.stderr
+        self.live = enabled and _is_terminal(self.stream)
+        self.t0 = time.monotonic()
+        self.last_line = -float("inf")  # when the last plain line was printed
+        self.bar, self.task = None, None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def update(self, done: int, text: str = "") -> None:
+        """`done` of `total` steps are done; `text` describes the latest one."""
+        now = self.elapsed()
+        if not self.enabled or (self.bar is None and now < self.delay_s):
+            return
+        if not self.live:
+            if done >= self.total or now - self.last_line >= self.every_s:
+                self.last_line = now
+                line = f"{self.label} {done}/{self.total} ({now:.0f} s) {text}"
+                print(line.rstrip(), file=self.stream, flush=True)
+            return
+        if self.bar is None and done < self.total:
+            self._start_bar()
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, description=text)
+            if done >= self.total:
+                self.close()
+
+    def event(self, text: str) -> None:
+        """One line now, with the time so far: `{label} {text} (at N s)`."""
+        if not self.enabled:
+            return
+        line = f"{self.label} {text} (at {self.elapsed():.0f} s)"
+        if self.bar is not None:
+            self.bar.console.print(line, markup=False, highlight=False)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        """Stop the bar (a no-op for plain lines, or when already stopped)."""
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start_bar(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
+
+        columns = (TextColumn(self.label, markup=False), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TextColumn("{task.description}", markup=False))  # fmt: skip
+        self.bar = Bar(*columns, console=Console(file=self.stream), transient=self.transient)
+        self.bar.start()
+        self.task = self.bar.add_task("", total=self.total, completed=self.start)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or stand-in stream
+        return False

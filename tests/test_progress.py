@@ -1,0 +1,55 @@
+"""arl.progress: plain lines when output is a file, a live bar only on a terminal."""
+
+import io
+
+from arl import progress
+from arl.progress import Progress
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_plain_lines_to_a_file_at_most_every_interval_and_at_the_end():
+    out = io.StringIO()
+    bar = Progress("pg", 5, every_s=3600.0, stream=out)
+    for step in range(1, 6):
+        bar.update(step, f"reward {step / 10:.1f}")
+    bar.close()
+    assert out.getvalue().splitlines()[0].startswith("pg 1/5 (0 s) reward 0.1")
+    assert out.getvalue().splitlines()[-1].startswith("pg 5/5 (0 s) reward 0.5")
+    assert len(out.getvalue().splitlines()) == 2  # the first and the last
+
+
+def test_events_are_one_timed_line_and_disabled_is_silent():
+    out = io.StringIO()
+    Progress("[seed 3]", stream=out).event("dpo")
+    assert out.getvalue() == "[seed 3] dpo (at 0 s)\n"
+    quiet = io.StringIO()
+    off = Progress("pg", 2, enabled=False, stream=quiet)
+    off.update(1, "x")
+    off.event("y")
+    off.close()
+    assert quiet.getvalue() == ""
+
+
+def test_nothing_before_the_delay(monkeypatch):
+    out = io.StringIO()
+    clock = iter([0.0, 1.0, 5.0, 5.0])
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    bar = Progress("sim", 4, delay_s=2.0, stream=out)  # t0 = 0
+    bar.update(1)  # at 1 s: too early
+    assert out.getvalue() == ""
+    bar.update(4)  # at 5 s: the end
+    assert out.getvalue() == "sim 4/4 (5 s)\n"
+
+
+def test_a_terminal_gets_a_bar_that_stops_at_the_total():
+    out = _Tty()
+    bar = Progress("[seed 0]", 3, stream=out)  # markup-like labels are printed as they are
+    bar.update(1, "[red]a[/]")
+    assert bar.bar is not None
+    bar.update(3)
+    assert bar.bar is None
+    assert "[seed 0]" in out.getvalue()
