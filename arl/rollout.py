@@ -4,8 +4,9 @@
 each row of one KV cache what that row has pending (its last sampled token, or
 that token plus a whole observation), samples one token per unfinished row, and
 steps the environment of each row whose call just ended. The Trajectory keeps the
-sampled ids as sampled; observations are tokenized once, by the renderer.
-Scripted policies go through the same renderer (`scripted_rollout`).
+sampled ids as sampled; observations are tokenized once, by the renderer. Every
+episode, a model's or a scripted policy's (`scripted_rollout`, the demonstrations),
+grows one `arl.text.Transcript` the same way.
 """
 
 from __future__ import annotations

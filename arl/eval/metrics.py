@@ -14,8 +14,9 @@ import torch
 from arl.batch import collate
 from arl.errors import ArlError
 from arl.gym.env import EnvConfig
+from arl.gym.families import ACCUMULATORS
 from arl.gym.grammar import END, source_words
-from arl.gym.tasks import ACCUMULATORS, Task
+from arl.gym.tasks import Task
 from arl.losses import token_logprobs
 from arl.model import TinyAgent
 from arl.rollout import episode_seed, rollout_batch, scripted_rollout

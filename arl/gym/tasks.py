@@ -30,11 +30,11 @@ from arl.gym.families import (
 )
 from arl.gym.grammar import BOS, END, GENERIC_NAMES, NUM, OBS_WORDS, OPS, TOOLS, UNK, source_words
 from arl.gym.harness import TestCase, generate_tests, run_tests
-from arl.gym.naming import assign_names, piece_vote_guess
+from arl.gym.naming import assign_names
 
-# Re-exported: what callers of the tasks also need (the inventories, the harness, the names).
+# Re-exported for callers that take the inventories and the harness with the tasks.
 __all__ = ["ACCUMULATORS", "FAMILIES", "SPLITS", "Task", "TestCase", "all_tasks", "get_task",
-           "gym_words", "piece_vote_guess", "run_tests", "task_position", "tasks_for"]  # fmt: skip
+           "gym_words", "run_tests", "task_position", "tasks_for"]  # fmt: skip
 
 _ACC_LINE = re.compile(r"^\s+(\w+) = 0$")
 
