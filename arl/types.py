@@ -32,14 +32,13 @@ class Outcome:
     public_pass: bool  # every public test passes, and the final state was scored
     hidden_fraction: float  # share of hidden tests the final source passes
     submitted: bool
-    truncated: bool  # out of turns (or out of context) before `submit`
+    truncated: bool  # out of turns before `submit` (or out of context: then turns < max_turns)
     turns: int
     malformed: int  # calls that did not parse
     read: bool  # the policy read the listing
     first_call: str | None  # the first call's tool, or "malformed"
     hacked: bool  # the final source special-cases test inputs (arl.gym.exploits)
     accumulator: str | None
-    context_full: bool = False  # the rollout ran out of context and ended the episode
 
     def as_dict(self, keys: Sequence[str] | None = None) -> dict[str, Any]:
         """The outcome as a plain dict: every field, or only `keys`, in the order given."""

@@ -92,8 +92,9 @@ def test_a_full_context_ends_the_episode_as_a_truncation(vocab):
     task = get_task("sum_list")
     tr = scripted_rollout("oracle", task, seed=0, block_size=20)  # the listing does not fit
     assert len(tr.calls) == 1 and len(tr) == 7
-    assert tr.outcome.context_full and tr.outcome.truncated and not tr.outcome.submitted
-    assert tr.reward == 0.0 and not scripted_rollout("oracle", task, seed=0).outcome.context_full
+    out = tr.outcome
+    assert out.truncated and not out.submitted and out.turns == 1 < EnvConfig().max_turns
+    assert tr.reward == 0.0 and scripted_rollout("oracle", task, seed=0, block_size=60).passed
 
 
 def test_untrained_model_emits_malformed_calls_and_earns_nothing(tiny_model):

@@ -180,10 +180,11 @@ class BugFixEnv:
         return obs, reward, terminated, truncated, outcome
 
     def cut(self) -> Outcome:
-        """End the episode from outside (the rollout's context is full): scored as truncated."""
+        """End the episode from outside (the rollout's context is full): scored as a truncation,
+        told apart from running out of turns by `turns < max_turns`."""
         if self._done:
             raise RuntimeError("cut() called on a finished episode; call reset()")
-        return self._finish(submitted=False, context_full=True)
+        return self._finish(submitted=False)
 
     def _apply(self, call: Call | Malformed) -> tuple[list[str], bool]:
         if isinstance(call, Malformed):
@@ -217,7 +218,7 @@ class BugFixEnv:
         ]
         return 2 * sum(runs) > len(runs)
 
-    def _finish(self, submitted: bool, context_full: bool = False) -> Outcome:
+    def _finish(self, submitted: bool) -> Outcome:
         """End the episode and score the current source."""
         self._done = True
         hidden = run_tests(self.source, self.task.hidden)
@@ -253,5 +254,4 @@ class BugFixEnv:
             first_call=self.first_call,
             hacked=hacked,
             accumulator=self.instance.accumulator,
-            context_full=context_full,
         )
