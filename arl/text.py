@@ -119,8 +119,9 @@ class Transcript:
 
     def end_call(self, n: int) -> list[str]:
         """The last `n` policy tokens are one call: record its span; its words, for the env."""
-        self.calls.append((len(self.ids) - n, len(self.ids)))
-        return self.vocab.decode(self.ids[-n:])
+        start = len(self.ids) - n
+        self.calls.append((start, len(self.ids)))
+        return self.vocab.decode(self.ids[start:])
 
     def observe(self, words: Sequence[str], limit: int | None = None) -> list[str] | None:
         """Add the environment's answer; returns its words as the policy reads them (the

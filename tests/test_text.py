@@ -40,10 +40,12 @@ def test_transcript_records_calls_logprobs_and_what_the_policy_reads(vocab, wrap
     for token, logp in zip(vocab.encode(["read", END]), (-0.5, -0.25), strict=True):
         tr.act(token, logp)
     assert tr.end_call(2) == ["read", END] and tr.calls == [(5, 7)]
+    assert tr.end_call(0) == [] and tr.calls == [(5, 7), (7, 7)]  # an empty call is a call too
     assert tr.observe(["passed", "never-a-word"]) == ["passed", "<unk>"]  # through the vocab
     assert tr.logps == [0.0] * 5 + [-0.5, -0.25] + [0.0] * (4 if wrap else 2)
+    calls = [vocab.encode(["read", END]), []]
     assert (tr.ids, tr.owners) == render_episode(
-        "compute_values", [vocab.encode(["read", END])], [["passed", "never-a-word"]], vocab, wrap
+        "compute_values", calls, [None, ["passed", "never-a-word"]], vocab, wrap
     )
 
 

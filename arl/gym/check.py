@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from arl.gym.env import BugFixEnv, EnvConfig, apply_edit
 from arl.gym.grammar import END, source_words
 from arl.gym.harness import run_tests
@@ -10,8 +12,6 @@ from arl.gym.tasks import Task
 
 
 def _play(task: Task, policy, seed: int, config: EnvConfig):
-    import random
-
     env, rng = BugFixEnv(task, config), random.Random(seed)
     obs, info = env.reset(seed=seed)
     history, steps = [obs], []
