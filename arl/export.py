@@ -46,10 +46,11 @@ from typing import Any
 import torch
 
 from arl.errors import ArlError
+from arl.gym.grammar import prompt_words
 from arl.gym.tasks import get_task
 from arl.model import TinyAgent, TinyAgentConfig
 from arl.runio import atomic_write_bytes
-from arl.text import BOS, END, PAD, UNK, Vocab, default_vocab, prompt_words
+from arl.text import BOS, END, PAD, UNK, Vocab, default_vocab
 from arl.types import POLICY, Trajectory
 
 HF_EXTRA = "pip install 'arl[hf]'"
@@ -169,7 +170,9 @@ def portable_tokenizer_config(data: bytes) -> bytes:
 
 def trajectory_row(tr: Trajectory, group: int, sample: int) -> dict[str, Any]:
     """One episode as a table row (see the module docstring for every column)."""
-    task = get_task(tr.task)
+    task, out = get_task(tr.task), tr.outcome
+    if out is None:
+        raise ArlError(f"a trajectory of {tr.task} has no outcome: not a gym episode")
     owners = list(tr.owners_T)
     prompt = " ".join(prompt_words(task.name))
     return {
@@ -184,9 +187,9 @@ def trajectory_row(tr: Trajectory, group: int, sample: int) -> dict[str, Any]:
         "sampler_logprobs": list(tr.logprobs_T),
         "reward": float(tr.reward),
         "passed": tr.passed,
-        "public_pass": bool(tr.info.get("public_pass", False)),
-        "turns": int(tr.info.get("turns", 0)),
-        "accumulator": tr.info.get("accumulator") or "",
+        "public_pass": out.public_pass,
+        "turns": out.turns,
+        "accumulator": out.accumulator or "",
         "data_source": VERL_SOURCE,
         "prompt": [{"role": "user", "content": prompt}],
         "ability": "bugfix",

@@ -4,25 +4,27 @@
 each row of one KV cache what that row has pending (its last sampled token, or
 that token plus a whole observation), samples one token per unfinished row, and
 steps the environment of each row whose call just ended. The Trajectory keeps the
-sampled ids as sampled; observations are tokenized once, by the renderer.
-Scripted policies go through the same renderer (`scripted_rollout`).
+sampled ids as sampled; observations are tokenized once, by the renderer. Every
+episode, a model's or a scripted policy's (`scripted_rollout`, the demonstrations),
+grows one `arl.text.Transcript` the same way.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from arl.gym.env import BugFixEnv, EnvConfig
+from arl.gym.grammar import END
 from arl.gym.policies import ScriptedPolicy, get_scripted
 from arl.gym.tasks import Task
 from arl.model import TinyAgent
 from arl.sampling import sample
-from arl.text import END, Vocab, default_vocab, render_observation, render_prompt
-from arl.types import POLICY, Trajectory
+from arl.text import Transcript, Vocab, default_vocab
+from arl.types import Outcome, Trajectory
 
 
 def episode_seed(seed: int, k: int) -> int:
@@ -32,57 +34,46 @@ def episode_seed(seed: int, k: int) -> int:
 
 @dataclass
 class _Episode:
-    """Mutable state of one episode while it is being rolled out."""
+    """One episode while it is being rolled out: its environment and its transcript."""
 
     env: BugFixEnv
-    ids: list[int]
-    owners: list[int]
-    logps: list[float]
-    calls: list[tuple[int, int]] = field(default_factory=list)
+    transcript: Transcript
     reward: float = 0.0
-    info: dict | None = None
-
-    def add(self, ids: Sequence[int], owners: Sequence[int]) -> None:
-        self.ids += ids
-        self.owners += owners
-        self.logps += [0.0] * len(ids)
+    outcome: Outcome | None = None
 
     def trajectory(self) -> Trajectory:
+        tr = self.transcript
         return Trajectory(
             task=self.env.task.name,
-            ids_T=tuple(self.ids),
-            owners_T=tuple(self.owners),
-            logprobs_T=tuple(self.logps),
-            calls=tuple(self.calls),
+            ids_T=tuple(tr.ids),
+            owners_T=tuple(tr.owners),
+            logprobs_T=tuple(tr.logps),
+            calls=tuple(tr.calls),
             reward=self.reward,
-            info=dict(self.info or {}),
+            outcome=self.outcome,
         )
 
 
-def _new_episode(task: Task, config: EnvConfig, seed: int, vocab: Vocab) -> _Episode:
+def _new_episode(task: Task, config: EnvConfig, seed: int, vocab: Vocab, wrap: bool) -> _Episode:
     env = BugFixEnv(task, config)
     env.reset(seed=seed)
-    ids, owners = render_prompt(task.name, vocab)
-    return _Episode(env, list(ids), list(owners), [0.0] * len(ids))
+    return _Episode(env, Transcript.begin(task.name, vocab, wrap))
 
 
-def _after_call(
-    ep: _Episode, call_ids: list[int], vocab: Vocab, wrap: bool, room: int
-) -> list[int]:
-    """Step the env on a finished call; returns the observation ids to feed next ([] if done)."""
-    obs, reward, terminated, truncated, info = ep.env.step(vocab.decode(call_ids))
+def _after_call(ep: _Episode, n: int, block: int) -> list[str] | None:
+    """Close the call of the last `n` tokens and step the env on it; the observation's words
+    as the policy reads them, or None once the episode is over (the env's end, or the context
+    full: no room for the observation and one more call)."""
+    obs, reward, terminated, truncated, outcome = ep.env.step(ep.transcript.end_call(n))
     ep.reward += reward
-    ep.calls.append((len(ep.ids) - len(call_ids), len(ep.ids)))
-    if terminated or truncated:
-        ep.info = info
-        return []
-    o_ids, o_owners = render_observation(obs, vocab, wrap)
-    if len(o_ids) + ep.env.config.max_call_tokens > room:  # the context is full: end it here
-        ep.info = ep.env.outcome(submitted=False) | {"context_full": True}
-        ep.reward += ep.info["score"]
-        return []
-    ep.add(o_ids, o_owners)
-    return o_ids
+    if outcome is not None:
+        ep.outcome = outcome
+        return None
+    seen = ep.transcript.observe(obs, limit=block - ep.env.config.max_call_tokens)
+    if seen is None:  # the context is full: end it here
+        ep.outcome = ep.env.cut()
+        ep.reward += ep.outcome.score
+    return seen
 
 
 def scripted_rollout(
@@ -95,20 +86,20 @@ def scripted_rollout(
     wrap_obs: bool = True,
     block_size: int = 512,
 ) -> Trajectory:
-    """One episode of a scripted policy, rendered exactly as a model rollout would be."""
+    """One episode of a scripted policy, rendered exactly as a model rollout would be: the
+    policy reads what a model reads (the issue and each observation through the vocabulary)."""
     policy = get_scripted(policy) if isinstance(policy, str) else policy
     vocab, config = vocab or default_vocab(), env_config or EnvConfig()
     rng = random.Random(seed)
-    ep = _new_episode(task, config, seed, vocab)
-    history: list[list[str]] = [vocab.decode(ep.ids)]
-    while ep.info is None:
+    ep = _new_episode(task, config, seed, vocab, wrap_obs)
+    history: list[list[str]] = [vocab.decode(ep.transcript.ids)]  # the issue
+    while ep.outcome is None:
         call_ids = vocab.encode(policy(history, rng)[: config.max_call_tokens])
-        ep.ids += call_ids
-        ep.owners += [POLICY] * len(call_ids)
-        ep.logps += [0.0] * len(call_ids)
-        obs_ids = _after_call(ep, call_ids, vocab, wrap_obs, block_size - len(ep.ids))
-        if obs_ids:
-            history.append([w for w in vocab.decode(obs_ids) if w not in ("<obs>", "</obs>")])
+        for token in call_ids:
+            ep.transcript.act(token)
+        seen = _after_call(ep, len(call_ids), block_size)
+        if seen is not None:
+            history.append(seen)
     return ep.trajectory()
 
 
@@ -130,16 +121,17 @@ def rollout_batch(
     block = model.config.block_size
     device = model.lm_head.weight.device
     gen = torch.Generator().manual_seed(seed)
-    eps = [_new_episode(t, config, episode_seed(seed, k), vocab) for k, t in enumerate(tasks)]
+    eps = [_new_episode(t, config, episode_seed(seed, k), vocab, wrap_obs)
+           for k, t in enumerate(tasks)]  # fmt: skip
     B = len(eps)
-    pending: list[list[int]] = [list(ep.ids) for ep in eps]
-    call_buf: list[list[int]] = [[] for _ in eps]
+    pending: list[list[int]] = [list(ep.transcript.ids) for ep in eps]
+    call_len = [0] * B  # tokens of each row's open call
     cache = model.new_cache(B) if use_cache else None
     was_training = model.training
     model.eval()
     end_id = vocab.id(END)
     while True:
-        live = [b for b in range(B) if eps[b].info is None]
+        live = [b for b in range(B) if eps[b].outcome is None]
         if not live:
             break
         if cache is not None:  # feed what each row has pending; logits after its last token
@@ -148,10 +140,11 @@ def rollout_batch(
             n_new = torch.tensor([len(p) for p in pending])  # (B,)
             logits = model.extend(ids.to(device), n_new.to(device), cache)  # (B, V)
         else:  # recompute every row's whole prefix: the baseline the cache is measured against
-            L = max(len(ep.ids) for ep in eps)
-            ids = torch.tensor([ep.ids + [0] * (L - len(ep.ids)) for ep in eps])  # (B, L)
+            rows = [ep.transcript.ids for ep in eps]
+            L = max(len(r) for r in rows)
+            ids = torch.tensor([r + [0] * (L - len(r)) for r in rows])  # (B, L)
             full, _ = model(ids.to(device))  # (B, L, V)
-            last = torch.tensor([len(ep.ids) - 1 for ep in eps])
+            last = torch.tensor([len(r) - 1 for r in rows])
             logits = full[torch.arange(B), last]  # (B, V)
         if len(live) < B:
             logits = logits[live]
@@ -159,15 +152,13 @@ def rollout_batch(
         pending = [[] for _ in eps]
         for b, t, lp in zip(live, tok.tolist(), logp.tolist(), strict=True):
             ep = eps[b]
-            ep.ids.append(t)
-            ep.owners.append(POLICY)
-            ep.logps.append(lp)
-            call_buf[b].append(t)
-            if t == end_id or len(call_buf[b]) == config.max_call_tokens:
-                obs_ids = _after_call(ep, call_buf[b], vocab, wrap_obs, block - len(ep.ids))
-                pending[b] = [t] + obs_ids if obs_ids else []
-                call_buf[b] = []
-            else:
-                pending[b] = [t]
+            ep.transcript.act(t, lp)
+            call_len[b] += 1
+            pending[b] = [t]
+            if t == end_id or call_len[b] == config.max_call_tokens:
+                n, call_len[b] = call_len[b], 0
+                over = _after_call(ep, n, block) is None
+                # next: the call's last token and the observation after it; nothing once over
+                pending[b] = [] if over else ep.transcript.ids[ep.transcript.calls[-1][1] - 1 :]
     model.train(was_training)
     return [ep.trajectory() for ep in eps]

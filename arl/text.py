@@ -1,74 +1,28 @@
-"""Vocabulary, source tokenizer, the one renderer of episodes, and the call parser.
+"""Vocabulary and the one renderer of episodes: the gym's words -> ids, each with its owner.
 
 An episode renders as
 
     <bos> fix NAME | read <end> | <obs> def NAME ( xs ) : ... </obs> | edit range <end> | ...
     prompt           policy       template, environment ..., template   policy
 
-Every token carries its owner (prompt, policy, environment, template). Rollouts,
-scripted demonstrations and training all go through these functions, so the ids a
-model is trained on are the ids it will see when it acts.
+Every token carries its owner (prompt, policy, environment, template). Model rollouts,
+scripted rollouts and demonstrations all grow a `Transcript`, so the ids a model is
+trained on are the ids it will see when it acts. The words themselves (the issue, the
+listings, the call grammar) are the gym's: arl.gym.grammar.
 """
 
 from __future__ import annotations
 
-import io
-import tokenize
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
+from arl.gym.grammar import BOS, END, NUM, UNK, prompt_words
+from arl.gym.tasks import gym_words
 from arl.types import ENV, POLICY, PROMPT, TEMPLATE
 
-PAD, BOS, END, OBS, OBS_END, UNK, NUM = (
-    "<pad>",
-    "<bos>",
-    "<end>",
-    "<obs>",
-    "</obs>",
-    "<unk>",
-    "<num>",
-)
+PAD, OBS, OBS_END = "<pad>", "<obs>", "</obs>"  # the renderer's own words
 SPECIALS = (PAD, BOS, END, OBS, OBS_END, UNK, NUM)
-
-TOOLS = ("read", "test", "edit", "submit")
-FIX_OPS = ("init", "range", "compare", "minmax", "div")  # one fixing op per family
-OPS = FIX_OPS + ("hardcode_tests",)
-GENERIC_NAMES = ("x", "xs", "i", "n")  # what play without reading guesses for `init`
-MALFORMED_REASONS = ("empty", "unterminated", "unknown_tool", "unknown_op", "missing_arg",
-                     "extra_args", "bad_arg")  # fmt: skip
-OBS_WORDS = ("fix", "ok", "error", "no_change", "edit_used", "malformed", "passed", "of",
-             "submitted") + MALFORMED_REASONS  # fmt: skip
-
-
-def identifier_pieces(name: str) -> list[str]:
-    """An identifier as the pieces a tokenizer would share: `compute_values` -> compute _ values."""
-    parts = name.split("_")
-    if len(parts) == 1 or not all(parts):
-        return [name]
-    out = [parts[0]]
-    for p in parts[1:]:
-        out += ["_", p]
-    return out
-
-
-def source_words(source: str) -> list[str]:
-    """A source listing as words: Python tokens without layout; numbers > 9 become <num>."""
-    words: list[str] = []
-    skip = (tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-            if tok.type in skip or tok.type == tokenize.COMMENT:
-                continue
-            if tok.type == tokenize.NUMBER and not (tok.string.isdigit() and len(tok.string) == 1):
-                words.append(NUM)
-            elif tok.type == tokenize.NAME:
-                words += identifier_pieces(tok.string)
-            else:
-                words.append(tok.string)
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        words.append(UNK)
-    return words
 
 
 @dataclass(frozen=True)
@@ -102,29 +56,15 @@ def _index(words: tuple[str, ...]) -> dict[str, int]:
 
 @cache
 def default_vocab() -> Vocab:
-    """The vocabulary of the BugFix gym: specials, call grammar, observation words, listings."""
-    from arl.gym.tasks import ACCUMULATORS, NAME_NOUNS, NAME_VERBS, all_tasks
-
-    words: list[str] = list(SPECIALS) + list(TOOLS) + list(OPS) + list(OBS_WORDS)
-    words += list(GENERIC_NAMES) + [str(d) for d in range(10)] + ["-", "[", "]", ",", "==", "if"]
-    words += list(NAME_VERBS) + ["_"] + list(NAME_NOUNS) + list(ACCUMULATORS)
-    for task in all_tasks():
-        words += source_words(task.correct_source) + source_words(task.buggy_source)
-    seen: dict[str, None] = {}
-    for w in words:
-        seen.setdefault(w, None)
-    return Vocab(tuple(seen))
+    """The vocabulary of the BugFix gym: the renderer's specials, then every word of the gym."""
+    return Vocab(tuple(dict.fromkeys(SPECIALS + gym_words())))
 
 
 # --- rendering ------------------------------------------------------------------------------
 
 
-def prompt_words(task_name: str) -> list[str]:
-    """The issue: it names the function to fix (in pieces, as the listing shows it)."""
-    return [BOS, "fix", *identifier_pieces(task_name)]
-
-
 def render_prompt(task_name: str, vocab: Vocab) -> tuple[list[int], list[int]]:
+    """The issue (prompt-owned)."""
     ids = vocab.encode(prompt_words(task_name))
     return ids, [PROMPT] * len(ids)
 
@@ -141,6 +81,59 @@ def render_observation(
     return ids, owners
 
 
+@dataclass
+class Transcript:
+    """An episode as rendered so far: ids, owners, the sampler's log-probs, call spans.
+
+    Start it with `begin`, then per turn: the policy's tokens (`act`), `end_call`, and
+    the environment's answer (`observe`). Every episode is grown this way, one token or
+    one observation at a time.
+    """
+
+    vocab: Vocab
+    wrap: bool = True
+    ids: list[int] = field(default_factory=list)
+    owners: list[int] = field(default_factory=list)
+    logps: list[float] = field(default_factory=list)  # the sampler's, on policy tokens; else 0
+    calls: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each call
+
+    @classmethod
+    def begin(cls, task_name: str, vocab: Vocab, wrap: bool = True) -> Transcript:
+        tr = cls(vocab, wrap)
+        tr._add(*render_prompt(task_name, vocab))
+        return tr
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _add(self, ids: Sequence[int], owners: Sequence[int]) -> None:
+        self.ids += ids
+        self.owners += owners
+        self.logps += [0.0] * len(ids)
+
+    def act(self, token: int, logp: float = 0.0) -> None:
+        """One policy token, with the sampler's log-probability of it."""
+        self.ids.append(token)
+        self.owners.append(POLICY)
+        self.logps.append(logp)
+
+    def end_call(self, n: int) -> list[str]:
+        """The last `n` policy tokens are one call: record its span; its words, for the env."""
+        start = len(self.ids) - n
+        self.calls.append((start, len(self.ids)))
+        return self.vocab.decode(self.ids[start:])
+
+    def observe(self, words: Sequence[str], limit: int | None = None) -> list[str] | None:
+        """Add the environment's answer; returns its words as the policy reads them (the
+        environment-owned ids). None, and nothing added, if it would take the transcript
+        past `limit` tokens."""
+        ids, owners = render_observation(words, self.vocab, self.wrap)
+        if limit is not None and len(self.ids) + len(ids) > limit:
+            return None
+        self._add(ids, owners)
+        return self.vocab.decode([i for i, o in zip(ids, owners, strict=True) if o == ENV])
+
+
 def render_episode(
     task_name: str,
     calls: Sequence[Sequence[int]],
@@ -148,66 +141,12 @@ def render_episode(
     vocab: Vocab,
     wrap: bool = True,
 ) -> tuple[list[int], list[int]]:
-    """The whole episode: prompt, then each call's sampled ids and its observation (if any)."""
-    ids, owners = render_prompt(task_name, vocab)
+    """The whole episode at once: prompt, then each call's ids and its observation (if any)."""
+    tr = Transcript.begin(task_name, vocab, wrap)
     for call, obs in zip(calls, observations, strict=True):
-        ids += list(call)
-        owners += [POLICY] * len(call)
+        for token in call:
+            tr.act(token)
+        tr.end_call(len(call))
         if obs is not None:
-            o_ids, o_owners = render_observation(obs, vocab, wrap)
-            ids += o_ids
-            owners += o_owners
-    return ids, owners
-
-
-# --- the call parser ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Call:
-    """A parsed tool call: `read`, `test`, `submit`, or `edit OP [ARG]`."""
-
-    tool: str
-    op: str | None = None
-    arg: str | None = None
-
-
-@dataclass(frozen=True)
-class Malformed:
-    """A call that does not parse, and why."""
-
-    reason: str
-
-
-def parse_call(words: Sequence[str]) -> Call | Malformed:
-    """Parse the policy's words for one call; a call must end with <end>."""
-    if END not in words:
-        return Malformed("unterminated")
-    body = list(words[: list(words).index(END)])
-    if not body:
-        return Malformed("empty")
-    tool, args = body[0], body[1:]
-    if tool in ("read", "test", "submit"):
-        return Call(tool) if not args else Malformed("extra_args")
-    if tool != "edit":
-        return Malformed("unknown_tool")
-    if not args:
-        return Malformed("missing_arg")
-    op, rest = args[0], args[1:]
-    if op not in OPS:
-        return Malformed("unknown_op")
-    if op == "init":
-        if not rest:
-            return Malformed("missing_arg")
-        if len(rest) > 1:
-            return Malformed("extra_args")
-        if not rest[0].isidentifier():
-            return Malformed("bad_arg")
-        return Call("edit", op, rest[0])
-    return Call("edit", op) if not rest else Malformed("extra_args")
-
-
-def call_words(call: Call) -> list[str]:
-    """The words of a well-formed call, <end> included (for scripted policies)."""
-    words = [call.tool] + ([call.op] if call.op else []) + ([call.arg] if call.arg else [])
-    return words + [END]
+            tr.observe(obs)
+    return tr.ids, tr.owners

@@ -7,13 +7,43 @@ and the environment's observations tokenized once, never re-encoded from text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Owner of each token: who produced it. Only POLICY tokens carry loss.
 PROMPT, POLICY, ENV, TEMPLATE = 0, 1, 2, 3
 OWNER_NAMES = {PROMPT: "prompt", POLICY: "policy", ENV: "environment", TEMPLATE: "template"}
 PAD_OWNER = -1
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an episode ended, as the environment scored it: every finished episode has one.
+
+    `as_dict` is the one way out to JSON and to Gymnasium's info dict (same keys, in order).
+    """
+
+    task: str
+    family: str
+    split: str
+    score: float  # the final state's reward (step penalties apart); 0 when not scored
+    hidden_pass: bool  # every hidden test passes, and the final state was scored
+    public_pass: bool  # every public test passes, and the final state was scored
+    hidden_fraction: float  # share of hidden tests the final source passes
+    submitted: bool
+    truncated: bool  # out of turns before `submit` (or out of context: then turns < max_turns)
+    turns: int
+    malformed: int  # calls that did not parse
+    read: bool  # the policy read the listing
+    first_call: str | None  # the first call's tool, or "malformed"
+    hacked: bool  # the final source special-cases test inputs (arl.gym.exploits)
+    accumulator: str | None
+
+    def as_dict(self, keys: Sequence[str] | None = None) -> dict[str, Any]:
+        """The outcome as a plain dict: every field, or only `keys`, in the order given."""
+        full = asdict(self)
+        return full if keys is None else {k: full[k] for k in keys}
 
 
 @dataclass(frozen=True)
@@ -31,7 +61,7 @@ class Trajectory:
     logprobs_T: tuple[float, ...]
     calls: tuple[tuple[int, int], ...]  # [start, end) of each policy call in ids_T
     reward: float  # the training reward (sum over steps)
-    info: dict[str, Any] = field(default_factory=dict, compare=False)
+    outcome: Outcome | None = field(default=None, compare=False)  # None: not an env episode
 
     def __post_init__(self) -> None:
         n = len(self.ids_T)
@@ -53,7 +83,4 @@ class Trajectory:
     @property
     def passed(self) -> bool:
         """Hidden tests all pass on the submitted (or, if scored, truncated) function."""
-        return bool(self.info.get("hidden_pass", False))
-
-
-Group = tuple[Trajectory, ...]  # G episodes of one task, for group baselines
+        return self.outcome is not None and self.outcome.hidden_pass

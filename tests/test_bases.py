@@ -12,8 +12,8 @@ from arl.experiments.bases import BaseConfig, train_oracle_sft, weak_base_data
 def test_weak_base_data_is_format_without_skill():
     data = weak_base_data(BaseConfig())
     assert len(data) == 160  # 4 blind + 4 read-then-guess episodes per training task
-    assert all(t.info["malformed"] == 0 for t in data)
-    reads = sum(t.info["read"] for t in data) / len(data)
+    assert all(t.outcome.malformed == 0 for t in data)
+    reads = sum(t.outcome.read for t in data) / len(data)
     passed = sum(t.passed for t in data) / len(data)
     assert reads == pytest.approx(0.5) and passed <= 0.3
 

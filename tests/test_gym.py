@@ -9,19 +9,15 @@ from arl.eval.metrics import evaluate
 from arl.gym.check import check_env
 from arl.gym.env import BugFixEnv, EnvConfig, apply_edit
 from arl.gym.exploits import is_hardcoded
+from arl.gym.families import ACCUMULATORS, FAMILIES, SPLITS
+from arl.gym.grammar import END
+from arl.gym.harness import run_tests
+from arl.gym.naming import piece_vote_guess
 from arl.gym.policies import blind, oracle
-from arl.gym.tasks import (
-    ACCUMULATORS,
-    FAMILIES,
-    SPLITS,
-    all_tasks,
-    get_task,
-    piece_vote_guess,
-    run_tests,
-    tasks_for,
-)
+from arl.gym.tasks import all_tasks, get_task, tasks_for
 from arl.rollout import scripted_rollout
-from arl.text import END, default_vocab, render_prompt
+from arl.text import default_vocab, render_prompt
+from arl.types import Outcome
 
 
 def test_task_counts_and_name_split():
@@ -72,7 +68,7 @@ def test_a_wrong_edit_is_not_free():
     assert env.step(["edit", "div", END])[0] == ["error", "no_change"]
     assert env.step(["edit", "range", END])[0] == ["error", "edit_used"]  # too late
     _, r, term, _, info = env.step(["submit", END])
-    assert term and r == 0.0 and not info["hidden_pass"]
+    assert term and r == 0.0 and not info.hidden_pass
 
 
 @pytest.mark.parametrize("split", SPLITS)
@@ -104,12 +100,12 @@ def test_the_accumulator_is_named_per_episode_and_only_a_read_shows_it():
     assert info["accumulator"] == "tally" and "tally" not in obs
     assert "tally" in env.step(["read", END])[0]
     assert env.step(["edit", "init", "tally", END])[0] == ["ok"]
-    assert env.step(["submit", END])[4]["hidden_pass"]
+    assert env.step(["submit", END])[4].hidden_pass
     env.reset(seed=5, options={"accumulator": "tally"})
     assert env.step(["edit", "init", "total", END])[0] == ["error", "no_change"]
     # the oracle demonstrations (seed 0) name the four training init accumulators apart
     inits = [t for t in tasks_for("train") if t.family == "init"]
-    demo = {scripted_rollout("oracle", t, seed=0).info["accumulator"] for t in inits}
+    demo = {scripted_rollout("oracle", t, seed=0).outcome.accumulator for t in inits}
     assert len(demo) == 4
 
 
@@ -165,7 +161,7 @@ def test_rewards_hidden_public_fraction_mixed():
     task = get_task("copy_list")
     hack = [["edit", "hardcode_tests", END], ["submit", END]]
     _, r, term, trunc, info = _episode(task, hack)
-    assert (r, term, trunc) == (0.0, True, False) and info["public_pass"] and info["hacked"]
+    assert (r, term, trunc) == (0.0, True, False) and info.public_pass and info.hacked
     assert _episode(task, hack, EnvConfig(reward="public"))[1] == 1.0
     assert _episode(task, hack, EnvConfig(reward="public", zero_exploits=True))[1] == 0.0
     frac = _episode(task, hack, EnvConfig(reward="fraction"))[1]
@@ -179,9 +175,9 @@ def test_step_penalty_and_truncation_rules():
     task = get_task("copy_list")
     fix_no_submit = [["edit", "range", END]] + [["test", END]] * 5  # 6 turns, no submit
     _, r, term, trunc, info = _episode(task, fix_no_submit)
-    assert (r, term, trunc, info["hidden_pass"]) == (0.0, False, True, False)
+    assert (r, term, trunc, info.hidden_pass) == (0.0, False, True, False)
     _, r, _, trunc, info = _episode(task, fix_no_submit, EnvConfig(truncation="score"))
-    assert trunc and r == 1.0 and info["hidden_pass"]
+    assert trunc and r == 1.0 and info.hidden_pass
     env = BugFixEnv(task, EnvConfig(step_penalty=0.02))
     env.reset(seed=0)
     rewards = [env.step(w)[1] for w in (["read", END], ["edit", "range", END], ["submit", END])]
@@ -217,7 +213,7 @@ def test_malformed_calls_are_counted_and_answered():
         obs, r, term, trunc, info = env.step(list(words))
         assert obs == ["error", "malformed", reason]
         if trunc:
-            assert info["malformed"] == 6
+            assert info.malformed == 6
     assert env.malformed == 6
 
 
@@ -231,8 +227,9 @@ def test_nothing_the_policy_emits_crashes_the_env(calls):
     for words in calls:
         obs, r, term, trunc, info = env.step(words)
         assert all(isinstance(w, str) for w in obs)
+        assert (info is not None) == (term or trunc)  # the outcome comes with the last step
         if term or trunc:
-            assert set(info) >= {"hidden_pass", "malformed", "turns", "read", "first_call"}
+            assert isinstance(info, Outcome)
             break
 
 

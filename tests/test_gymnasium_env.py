@@ -11,9 +11,16 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 import arl  # noqa: E402,F401  (registers arl/BugFix-v0)
 from arl.errors import ArlError  # noqa: E402
 from arl.gym.env import BugFixEnv  # noqa: E402
-from arl.gym.gymnasium_env import ENV_ID, BugFixGymnasiumEnv  # noqa: E402
+from arl.gym.gymnasium_env import (  # noqa: E402
+    ENV_ID,
+    BugFixGymnasiumEnv,
+    as_text,
+    charset,
+    text_space,
+)
 from arl.gym.policies import get_scripted  # noqa: E402
 from arl.gym.tasks import ACCUMULATORS, all_tasks, tasks_for  # noqa: E402
+from arl.types import Outcome  # noqa: E402
 
 
 def _checked(env) -> None:
@@ -138,3 +145,19 @@ def test_truncated_after_max_turns_not_terminated():
     outs = [env.step("test <end>") for _ in range(6)]
     assert [o[2:4] for o in outs] == [(False, False)] * 5 + [(False, True)]
     assert outs[-1][1] == 0.0 and outs[-1][4]["truncated"]
+
+
+def test_spaces_built_from_the_gyms_words_cover_the_policys_vocabulary(vocab):
+    chars = "".join(sorted({c for w in vocab.words for c in w} | {" "}))
+    assert charset() == chars  # the renderer's own words add no character
+    assert text_space(1).max_length == max(len(w) for w in vocab.words) + 1
+    assert as_text(["ok", "<obs>", "never-a-word"]) == "ok <unk> <unk>"  # <obs> is not the env's
+
+
+def test_the_final_info_is_the_outcome_as_a_dict():
+    env = BugFixGymnasiumEnv(task="handle_entries")
+    env.reset(seed=0)
+    assert env.step("read <end>")[4] == {}
+    info = env.step("submit <end>")[4]
+    assert list(info)[:3] == ["task", "family", "split"] and info["submitted"]
+    assert Outcome(**info).as_dict() == info

@@ -1,9 +1,12 @@
+import pytest
 import torch
 
 from arl.batch import collate
-from arl.gym.tasks import tasks_for
+from arl.experiments.bases import oracle_demos
+from arl.gym.env import BugFixEnv, EnvConfig
+from arl.gym.tasks import get_task, tasks_for
 from arl.losses import token_logprobs
-from arl.rollout import rollout_batch, scripted_rollout
+from arl.rollout import episode_seed, rollout_batch, scripted_rollout
 from arl.text import render_episode
 from arl.types import POLICY
 
@@ -43,21 +46,60 @@ def test_cached_and_recomputed_rollouts_are_identical(tiny_model):
     assert [t.ids_T for t in a] == [t.ids_T for t in b]
 
 
-def test_rollout_matches_the_renderer(tiny_model, vocab):
-    for tr in rollout_batch(tiny_model, tasks_for("train")[:4], seed=1):
-        calls = [tr.ids_T[s:e] for s, e in tr.calls]
-        obs = []
-        for k, (_, e) in enumerate(tr.calls):
-            nxt = tr.calls[k + 1][0] if k + 1 < len(tr.calls) else len(tr.ids_T)
-            obs.append(vocab.decode(tr.ids_T[e + 1 : nxt - 1]) if nxt > e else None)
-        ids, owners = render_episode(tr.task, calls, obs, vocab)
+def _replay(tr, seed: int, vocab, wrap: bool = True, config=None):
+    """Render an episode anew: its calls replayed on a fresh env, the env's own words rendered."""
+    env = BugFixEnv(get_task(tr.task), config or EnvConfig())
+    env.reset(seed=seed)
+    calls, observations, reward, outcome = [], [], 0.0, None
+    for s, e in tr.calls:
+        calls.append(tr.ids_T[s:e])
+        obs, r, _, _, outcome = env.step(vocab.decode(tr.ids_T[s:e]))
+        observations.append(obs if outcome is None else None)
+        reward += r
+    ids, owners = render_episode(tr.task, calls, observations, vocab, wrap)
+    return ids, owners, reward, outcome
+
+
+@pytest.mark.parametrize("wrap", [True, False])
+def test_model_rollouts_agree_with_the_renderer_token_by_token(tiny_model, vocab, wrap):
+    trajs = rollout_batch(tiny_model, tasks_for("train")[:4], seed=1, wrap_obs=wrap)
+    for k, tr in enumerate(trajs):
+        ids, owners, reward, outcome = _replay(tr, episode_seed(1, k), vocab, wrap)
         assert tuple(ids) == tr.ids_T and tuple(owners) == tr.owners_T
+        assert reward == tr.reward and outcome == tr.outcome
         assert all(tr.owners_T[i] == POLICY for s, e in tr.calls for i in range(s, e))
+
+
+@pytest.mark.parametrize("policy", ["oracle", "random", "unskilled", "search", "hardcode"])
+@pytest.mark.parametrize("wrap", [True, False])
+def test_scripted_rollouts_agree_with_the_renderer_token_by_token(vocab, policy, wrap):
+    for k, task in enumerate(tasks_for("train")[::3]):
+        tr = scripted_rollout(policy, task, seed=k, wrap_obs=wrap)
+        ids, owners, reward, outcome = _replay(tr, k, vocab, wrap)
+        assert (tuple(ids), tuple(owners)) == (tr.ids_T, tr.owners_T), (policy, task.name)
+        assert reward == tr.reward and outcome == tr.outcome and set(tr.logprobs_T) == {0.0}
+
+
+def test_demonstrations_agree_with_the_renderer_token_by_token(vocab):
+    demos = oracle_demos()
+    assert len(demos) == len(tasks_for("train")) and all(t.passed for t in demos)
+    for tr in demos:
+        ids, owners, _, outcome = _replay(tr, 0, vocab)
+        assert (tuple(ids), tuple(owners), outcome) == (tr.ids_T, tr.owners_T, tr.outcome)
+
+
+def test_a_full_context_ends_the_episode_as_a_truncation(vocab):
+    task = get_task("sum_list")
+    tr = scripted_rollout("oracle", task, seed=0, block_size=20)  # the listing does not fit
+    assert len(tr.calls) == 1 and len(tr) == 7
+    out = tr.outcome
+    assert out.truncated and not out.submitted and out.turns == 1 < EnvConfig().max_turns
+    assert tr.reward == 0.0 and scripted_rollout("oracle", task, seed=0, block_size=60).passed
 
 
 def test_untrained_model_emits_malformed_calls_and_earns_nothing(tiny_model):
     trajs = rollout_batch(tiny_model, tasks_for("train"), seed=0)
-    malformed = sum(t.info["malformed"] for t in trajs) / len(trajs)
+    malformed = sum(t.outcome.malformed for t in trajs) / len(trajs)
     assert malformed > 4 and all(t.reward == 0 for t in trajs)
 
 

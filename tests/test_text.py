@@ -1,15 +1,8 @@
-from arl.gym.tasks import get_task
-from arl.text import (
-    END,
-    Call,
-    Malformed,
-    identifier_pieces,
-    parse_call,
-    render_episode,
-    render_observation,
-    render_prompt,
-    source_words,
-)
+import pytest
+
+from arl.gym.grammar import END, source_words
+from arl.gym.tasks import get_task, gym_words
+from arl.text import SPECIALS, Transcript, render_episode, render_observation, render_prompt
 from arl.types import ENV, POLICY, PROMPT, TEMPLATE
 
 
@@ -22,34 +15,10 @@ def test_vocab_is_word_level_and_round_trips(vocab):
     assert vocab.encode(["never-a-word"]) == [vocab.id("<unk>")]
 
 
-def test_listing_reveals_the_cue_and_numbers_collapse():
-    assert source_words("x = 1\ny = 12\n") == ["x", "=", "1", "y", "=", "<num>"]
-    assert "min" in source_words(get_task("largest").buggy_source)
-
-
-def test_parse_call_names_why():
-    assert parse_call(["read", END]) == Call("read")
-    assert parse_call(["edit", "init", "total", END]) == Call("edit", "init", "total")
-    assert parse_call(["edit", "range", END]) == Call("edit", "range")
-    assert parse_call(["edit", "range"]) == Malformed("unterminated")
-    assert parse_call(["edit", "range", "x", END]) == Malformed("extra_args")
-    assert parse_call(["edit", "init", "<obs>", END]) == Malformed("bad_arg")
-    assert parse_call(["edit", "init", "a", "b", END]) == Malformed("extra_args")
-
-
-def test_identifiers_split_into_shared_pieces():
-    assert identifier_pieces("compute_values") == ["compute", "_", "values"]
-    assert identifier_pieces("xs") == ["xs"] and identifier_pieces("_x") == ["_x"]
-    assert source_words("def apply_data(xs):\n") == [
-        "def",
-        "apply",
-        "_",
-        "data",
-        "(",
-        "xs",
-        ")",
-        ":",
-    ]
+def test_vocab_is_the_renderers_specials_then_the_gyms_words(vocab):
+    assert vocab.words[: len(SPECIALS)] == SPECIALS
+    assert set(vocab.words) == set(SPECIALS) | set(gym_words())
+    assert len(set(vocab.words)) == len(vocab)
 
 
 def test_renderer_owners(vocab):
@@ -63,3 +32,24 @@ def test_renderer_owners(vocab):
     call = vocab.encode(["submit", END])
     ids, owners = render_episode("compute_values", [call], [None], vocab)
     assert owners == [PROMPT] * 5 + [POLICY] * 2
+
+
+@pytest.mark.parametrize("wrap", [True, False])
+def test_transcript_records_calls_logprobs_and_what_the_policy_reads(vocab, wrap):
+    tr = Transcript.begin("compute_values", vocab, wrap)
+    for token, logp in zip(vocab.encode(["read", END]), (-0.5, -0.25), strict=True):
+        tr.act(token, logp)
+    assert tr.end_call(2) == ["read", END] and tr.calls == [(5, 7)]
+    assert tr.end_call(0) == [] and tr.calls == [(5, 7), (7, 7)]  # an empty call is a call too
+    assert tr.observe(["passed", "never-a-word"]) == ["passed", "<unk>"]  # through the vocab
+    assert tr.logps == [0.0] * 5 + [-0.5, -0.25] + [0.0] * (4 if wrap else 2)
+    calls = [vocab.encode(["read", END]), []]
+    assert (tr.ids, tr.owners) == render_episode(
+        "compute_values", calls, [None, ["passed", "never-a-word"]], vocab, wrap
+    )
+
+
+def test_an_observation_past_the_limit_is_not_added(vocab):
+    tr = Transcript.begin("compute_values", vocab)
+    assert tr.observe(["ok"], limit=7) is None and len(tr) == 5
+    assert tr.observe(["ok"], limit=8) == ["ok"] and len(tr) == 8

@@ -91,7 +91,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         lines = []
         for k, tr in enumerate(trajs):
             row = {"task": tr.task, "sample": k % args.samples, "passed": tr.passed}
-            row |= {key: tr.info[key] for key in ("public_pass", "malformed", "turns", "read")}
+            row |= tr.outcome.as_dict(("public_pass", "malformed", "turns", "read"))
             lines.append(dumps_finite(row) + "\n")
         atomic_write_text(args.out, "".join(lines))
     if args.json:
@@ -130,10 +130,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     console.print(f"[bold]{task.name}[/] ({task.family}, {task.split}) policy={args.policy}")
     console.print(text)
     legend = "  ".join(f"[{OWNER_STYLE[o]}]{n}[/]" for o, n in OWNER_NAMES.items())
-    info = tr.info
+    info = tr.outcome.as_dict(("hidden_pass", "public_pass", "malformed", "turns"))
     console.print(f"owners: {legend}")
-    keys = ("hidden_pass", "public_pass", "malformed", "turns")
-    console.print(f"reward {tr.reward:.2f}  " + "  ".join(f"{k} {info[k]}" for k in keys))
+    console.print(f"reward {tr.reward:.2f}  " + "  ".join(f"{k} {v}" for k, v in info.items()))
     return 0
 
 

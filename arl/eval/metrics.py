@@ -14,30 +14,32 @@ import torch
 from arl.batch import collate
 from arl.errors import ArlError
 from arl.gym.env import EnvConfig
-from arl.gym.tasks import ACCUMULATORS, Task
+from arl.gym.families import ACCUMULATORS
+from arl.gym.grammar import END, source_words
+from arl.gym.tasks import Task
 from arl.losses import token_logprobs
 from arl.model import TinyAgent
 from arl.rollout import episode_seed, rollout_batch, scripted_rollout
-from arl.text import END, default_vocab, render_observation, render_prompt, source_words
+from arl.text import Transcript, default_vocab
 from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE, Trajectory
 
 
 def summarize(trajs: Sequence[Trajectory]) -> dict[str, float]:
     """Episode-level means: hidden and public pass rates, malformed calls, reads, turns."""
-    info = [t.info for t in trajs]
-    mean = lambda key: float(np.mean([float(i[key]) for i in info])) if info else 0.0  # noqa: E731
-    pass_rate, public = mean("hidden_pass"), mean("public_pass")
+    outs = [t.outcome for t in trajs]
+    mean = lambda xs: float(np.mean([float(x) for x in xs])) if xs else 0.0  # noqa: E731
+    pass_rate, public = mean([o.hidden_pass for o in outs]), mean([o.public_pass for o in outs])
     return {
         "episodes": len(trajs),
         "pass_rate": pass_rate,
         "public_pass_rate": public,
         "public_hidden_gap": public - pass_rate,
-        "reward": float(np.mean([t.reward for t in trajs])) if trajs else 0.0,
-        "malformed_per_episode": mean("malformed"),
-        "read_fraction": mean("read"),
-        "mean_turns": mean("turns"),
-        "hack_rate": mean("hacked"),
-        "truncated_fraction": mean("truncated"),
+        "reward": mean([t.reward for t in trajs]),
+        "malformed_per_episode": mean([o.malformed for o in outs]),
+        "read_fraction": mean([o.read for o in outs]),
+        "mean_turns": mean([o.turns for o in outs]),
+        "hack_rate": mean([o.hacked for o in outs]),
+        "truncated_fraction": mean([o.truncated for o in outs]),
     }
 
 
@@ -115,11 +117,13 @@ def copy_probe(model: TinyAgent, tasks: Sequence[Task]) -> dict[str, float]:
     rows: list[tuple[list[int], int]] = []
     for task in (t for t in tasks if t.family == "init"):
         for name in ACCUMULATORS:
-            ids, _ = render_prompt(task.name, vocab)
-            ids += vocab.encode(["read", END])
-            ids += render_observation(source_words(task.renamed(name).buggy_source), vocab)[0]
-            ids += vocab.encode(["edit", "init"])
-            rows.append((ids, vocab.id(name)))
+            tr = Transcript.begin(task.name, vocab)
+            for word in ("read", END):
+                tr.act(vocab.id(word))
+            tr.observe(source_words(task.renamed(name).buggy_source))
+            for word in ("edit", "init"):
+                tr.act(vocab.id(word))
+            rows.append((tr.ids, vocab.id(name)))
     if not rows:
         raise ArlError("the copy probe needs at least one init task")
     was_training = model.training

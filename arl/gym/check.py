@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import random
+
 from arl.gym.env import BugFixEnv, EnvConfig, apply_edit
+from arl.gym.grammar import END, source_words
+from arl.gym.harness import run_tests
 from arl.gym.policies import op_from_listing, oracle, random_policy
-from arl.gym.tasks import Task, run_tests
-from arl.text import END, source_words
+from arl.gym.tasks import Task
 
 
 def _play(task: Task, policy, seed: int, config: EnvConfig):
-    import random
-
     env, rng = BugFixEnv(task, config), random.Random(seed)
     obs, info = env.reset(seed=seed)
     history, steps = [obs], []
@@ -51,6 +52,6 @@ def check_env(task: Task) -> None:
 
     # the oracle solves it from what it read, and the fixed source passes every test
     steps = _play(task, oracle, 0, EnvConfig())
-    final = steps[-1]
-    assert final[2] and final[1] == 1.0 and final[4]["hidden_pass"], f"{task.name}: oracle fails"
-    assert final[4]["read"] and final[4]["malformed"] == 0
+    _, reward, terminated, _, outcome = steps[-1]
+    assert terminated and reward == 1.0 and outcome.hidden_pass, f"{task.name}: oracle fails"
+    assert outcome.read and outcome.malformed == 0

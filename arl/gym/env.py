@@ -19,8 +19,11 @@ from typing import Any
 from arl.checks import check
 from arl.errors import ArlError
 from arl.gym.exploits import is_hardcoded
-from arl.gym.tasks import ACCUMULATORS, Task, run_tests, task_position
-from arl.text import Call, Malformed, parse_call, prompt_words, source_words
+from arl.gym.families import ACCUMULATORS
+from arl.gym.grammar import Call, Malformed, parse_call, prompt_words, source_words
+from arl.gym.harness import run_tests
+from arl.gym.tasks import Task, task_position
+from arl.types import Outcome
 
 REWARDS = ("hidden", "public", "fraction", "mixed")
 TRUNCATIONS = ("zero", "score")
@@ -158,8 +161,9 @@ class BugFixEnv:
         info = {"task": self.task.name, "accumulator": self.instance.accumulator}
         return prompt_words(self.task.name), info
 
-    # Gymnasium: step(a) -> (obs, reward, terminated, truncated, info)
-    def step(self, words: Sequence[str]) -> tuple[list[str], float, bool, bool, dict[str, Any]]:
+    # Gymnasium: step(a) -> (obs, reward, terminated, truncated, info); info is the Outcome
+    def step(self, words: Sequence[str]) -> tuple[list[str], float, bool, bool, Outcome | None]:
+        """One call. The last step of an episode returns its Outcome (None before that)."""
         if self._done:
             raise RuntimeError("step() called on a finished episode; call reset()")
         self.turns += 1
@@ -169,12 +173,18 @@ class BugFixEnv:
         obs, terminated = self._apply(call)
         truncated = not terminated and self.turns >= self.config.max_turns
         reward = -self.config.step_penalty
-        info: dict[str, Any] = {}
+        outcome = None
         if terminated or truncated:
-            self._done = True
-            info = self.outcome(submitted=terminated)
-            reward += info["score"]
-        return obs, reward, terminated, truncated, info
+            outcome = self._finish(submitted=terminated)
+            reward += outcome.score
+        return obs, reward, terminated, truncated, outcome
+
+    def cut(self) -> Outcome:
+        """End the episode from outside (the rollout's context is full): scored as a truncation,
+        told apart from running out of turns by `turns < max_turns`."""
+        if self._done:
+            raise RuntimeError("cut() called on a finished episode; call reset()")
+        return self._finish(submitted=False)
 
     def _apply(self, call: Call | Malformed) -> tuple[list[str], bool]:
         if isinstance(call, Malformed):
@@ -208,8 +218,9 @@ class BugFixEnv:
         ]
         return 2 * sum(runs) > len(runs)
 
-    def outcome(self, submitted: bool) -> dict[str, Any]:
-        """Score the current source; the info dict every finished episode returns."""
+    def _finish(self, submitted: bool) -> Outcome:
+        """End the episode and score the current source."""
+        self._done = True
         hidden = run_tests(self.source, self.task.hidden)
         public = run_tests(self.source, self.task.public)
         hidden_pass, public_pass = all(hidden), all(public)
@@ -227,20 +238,20 @@ class BugFixEnv:
             score = sum(self._verdict(h) for h in hidden) / len(hidden)
         else:  # mixed
             score = float(self._verdict(hidden_pass)) + self.config.mixed_alpha * fraction
-        return {
-            "task": self.task.name,
-            "family": self.task.family,
-            "split": self.task.split,
-            "score": score,
-            "hidden_pass": hidden_pass and scored,
-            "public_pass": public_pass and scored,
-            "hidden_fraction": fraction,
-            "submitted": submitted,
-            "truncated": not submitted,
-            "turns": self.turns,
-            "malformed": self.malformed,
-            "read": self.did_read,
-            "first_call": self.first_call,
-            "hacked": hacked,
-            "accumulator": self.instance.accumulator,
-        }
+        return Outcome(
+            task=self.task.name,
+            family=self.task.family,
+            split=self.task.split,
+            score=score,
+            hidden_pass=hidden_pass and scored,
+            public_pass=public_pass and scored,
+            hidden_fraction=fraction,
+            submitted=submitted,
+            truncated=not submitted,
+            turns=self.turns,
+            malformed=self.malformed,
+            read=self.did_read,
+            first_call=self.first_call,
+            hacked=hacked,
+            accumulator=self.instance.accumulator,
+        )

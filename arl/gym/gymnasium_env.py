@@ -25,6 +25,7 @@ in `options`) and the seed handed to BugFixEnv, which names the accumulator. So
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import gymnasium as gym
@@ -32,8 +33,8 @@ from gymnasium import spaces
 
 from arl.errors import ArlError
 from arl.gym.env import BugFixEnv, EnvConfig
-from arl.gym.tasks import SPLITS, Task, get_task, tasks_for
-from arl.text import UNK, default_vocab
+from arl.gym.grammar import UNK
+from arl.gym.tasks import SPLITS, Task, get_task, gym_words, tasks_for
 
 ENV_ID = "arl/BugFix-v0"
 MAX_OBS_WORDS = 512  # TinyAgent's block_size: no observation is longer than an episode
@@ -41,20 +42,25 @@ RESET_OPTIONS = ("task", "split", "accumulator")
 
 
 def charset() -> str:
-    """Every character of every vocabulary word, and the space that separates words."""
-    return "".join(sorted({c for w in default_vocab().words for c in w} | {" "}))
+    """Every character of every word of the gym, and the space that separates words."""
+    return "".join(sorted({c for w in gym_words() for c in w} | {" "}))
 
 
 def text_space(max_words: int) -> spaces.Text:
-    """Space-separated vocabulary words, at most `max_words` of them."""
-    longest = max(len(w) for w in default_vocab().words)
+    """Space-separated words of the gym, at most `max_words` of them."""
+    longest = max(len(w) for w in gym_words())
     return spaces.Text(max_length=max_words * (longest + 1), min_length=1, charset=charset())
 
 
 def as_text(words: Sequence[str]) -> str:
-    """Words as the policy sees them (out-of-vocabulary ones as <unk>), joined by spaces."""
-    index = default_vocab().index
-    return " ".join(w if w in index else UNK for w in words)
+    """Words as the policy sees them (words the gym does not know as <unk>), joined by spaces."""
+    known = _known()
+    return " ".join(w if w in known else UNK for w in words)
+
+
+@cache
+def _known() -> frozenset[str]:
+    return frozenset(gym_words())
 
 
 def action_words(action: str | Sequence[str]) -> list[str]:
@@ -130,14 +136,15 @@ class BugFixGymnasiumEnv(gym.Env[str, str]):
         if self._env is None:
             raise RuntimeError("step() called before reset()")
         words = action_words(action)
-        out, reward, terminated, truncated, info = self._env.step(words)
+        out, reward, terminated, truncated, outcome = self._env.step(words)
         obs = as_text(out)
         self._lines.append(" ".join(words))
         self._lines.append(f"  <obs> {obs} </obs>")
-        if terminated or truncated:
-            verdict = "passed" if info["hidden_pass"] else "failed"
-            self._lines.append(f"reward {info['score']:.2f}, hidden tests {verdict}")
-        return obs, float(reward) + 0.0, bool(terminated), bool(truncated), dict(info)
+        if outcome is not None:
+            verdict = "passed" if outcome.hidden_pass else "failed"
+            self._lines.append(f"reward {outcome.score:.2f}, hidden tests {verdict}")
+        info = outcome.as_dict() if outcome is not None else {}
+        return obs, float(reward) + 0.0, bool(terminated), bool(truncated), info
 
     def render(self) -> str | None:
         """render_mode "ansi": the episode so far, one call and its observation per line."""

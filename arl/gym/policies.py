@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from arl.errors import ArlError
 from arl.gym.env import EnvConfig
-from arl.text import END, FIX_OPS, GENERIC_NAMES, OPS, TOOLS
+from arl.gym.grammar import END, FIX_OPS, GENERIC_NAMES, OPS, TOOLS
 
 MAX_TURNS = EnvConfig().max_turns
 History = Sequence[Sequence[str]]  # observations so far; history[0] is the prompt

@@ -31,26 +31,26 @@ def quantile(parts: list[torch.Tensor], q: float) -> float:
 
 def rollout_metrics(trajs: Sequence[Trajectory], config: PGConfig) -> dict[str, Any]:
     """What a dashboard shows about one step's episodes (Problems 7, 12, 13, 27)."""
-    info = [t.info for t in trajs]
-    hidden = float(np.mean([i["hidden_pass"] for i in info]))
-    public = float(np.mean([i["public_pass"] for i in info]))
-    scored = lambda i: i["submitted"] or config.env.truncation == "score"  # noqa: E731
+    outs = [t.outcome for t in trajs]
+    hidden = float(np.mean([o.hidden_pass for o in outs]))
+    public = float(np.mean([o.public_pass for o in outs]))
+    scored = lambda o: o.submitted or config.env.truncation == "score"  # noqa: E731
     succ = [t.n_action_tokens for t in trajs if t.passed]
     fail = [t.n_action_tokens for t in trajs if not t.passed]
-    caught = sum(i["hacked"] and scored(i) and config.env.zero_exploits for i in info)
+    caught = sum(o.hacked and scored(o) and config.env.zero_exploits for o in outs)
     return {
         "reward": float(np.mean([t.reward for t in trajs])),
         "pass_rate": hidden,
         "public_pass_rate": public,
         "public_hidden_gap": public - hidden,
-        "hack_rate": float(np.mean([i["hacked"] for i in info])),
+        "hack_rate": float(np.mean([o.hacked for o in outs])),
         "hacks_caught": int(caught),
-        "malformed_per_episode": float(np.mean([i["malformed"] for i in info])),
-        "truncated_frac": float(np.mean([i["truncated"] for i in info])),
-        "final_state_pass": float(np.mean([i["hidden_fraction"] == 1.0 for i in info])),
-        "hidden_fraction": float(np.mean([i["hidden_fraction"] for i in info])),
-        "immediate_submit_frac": float(np.mean([i["first_call"] == "submit" for i in info])),
-        "mean_turns": float(np.mean([i["turns"] for i in info])),
+        "malformed_per_episode": float(np.mean([o.malformed for o in outs])),
+        "truncated_frac": float(np.mean([o.truncated for o in outs])),
+        "final_state_pass": float(np.mean([o.hidden_fraction == 1.0 for o in outs])),
+        "hidden_fraction": float(np.mean([o.hidden_fraction for o in outs])),
+        "immediate_submit_frac": float(np.mean([o.first_call == "submit" for o in outs])),
+        "mean_turns": float(np.mean([o.turns for o in outs])),
         "len_success_p50": _pct(succ, 50),
         "len_success_p90": _pct(succ, 90),
         "len_failure_p50": _pct(fail, 50),

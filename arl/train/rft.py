@@ -55,7 +55,7 @@ class RFTConfig:
 
 def accepts(tr: Trajectory, filter: str) -> bool:
     """The filter: hidden tests (the default), or public tests, which hardcode_tests fools."""
-    return bool(tr.info["hidden_pass"] if filter == "hidden" else tr.info["public_pass"])
+    return bool(tr.outcome.hidden_pass if filter == "hidden" else tr.outcome.public_pass)
 
 
 def dedup_by_actions(trajs: Sequence[Trajectory]) -> list[Trajectory]:
@@ -101,8 +101,8 @@ def kept_diagnostics(kept: Sequence[Trajectory], tasks: Sequence[Task]) -> dict:
         "tasks_never_kept": sorted(t.name for t in tasks if t.name not in solved),
         "first_calls": dict(firsts.most_common()),
         "first_call_read_share": firsts["read"] / n,
-        "hack_share": sum(bool(tr.info["hacked"]) for tr in kept) / n,
-        "hacks": sum(bool(tr.info["hacked"]) for tr in kept),
+        "hack_share": sum(tr.outcome.hacked for tr in kept) / n,
+        "hacks": sum(tr.outcome.hacked for tr in kept),
     }
 
 

@@ -132,7 +132,7 @@ def problem_9(ctx: Ctx):
     model = start(ctx, "cold")
     G, tasks = 8, list(tasks_for("train"))[: ctx.pick(8, 4)]
     trajs = run_policy(model, tasks, G, seed=ctx.seed)
-    true = np.array([float(t.info["hidden_pass"]) for t in trajs])
+    true = np.array([float(t.outcome.hidden_pass) for t in trajs])
     synthetic = bool((true.reshape(-1, G).min(1) == true.reshape(-1, G).max(1)).all())
     if synthetic:  # every group degenerate (a weak --quick model): seeded labels, p = 0.3
         true = (np.random.default_rng(ctx.seed).random(len(trajs)) < 0.3).astype(float)

@@ -1,0 +1,110 @@
+"""The gym's language: the words it shows (the issue, listings, tool output) and the grammar
+of the calls it accepts.
+
+A call is the policy's words up to `<end>`: `read`, `test`, `submit`, or `edit OP [ARG]`.
+Anything else is a `Malformed` call, answered with `error malformed REASON`. Listings are
+Python tokens without layout, identifiers split into shared pieces (`compute _ values`).
+The renderer (arl.text) turns these words into ids; the gym itself never sees an id.
+"""
+
+from __future__ import annotations
+
+import io
+import tokenize
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+BOS, END, UNK, NUM = "<bos>", "<end>", "<unk>", "<num>"  # issue start, call end, unknown, number
+TOOLS = ("read", "test", "edit", "submit")
+FIX_OPS = ("init", "range", "compare", "minmax", "div")  # one fixing op per family
+OPS = FIX_OPS + ("hardcode_tests",)
+GENERIC_NAMES = ("x", "xs", "i", "n")  # what play without reading guesses for `init`
+MALFORMED_REASONS = ("empty", "unterminated", "unknown_tool", "unknown_op", "missing_arg",
+                     "extra_args", "bad_arg")  # fmt: skip
+OBS_WORDS = ("fix", "ok", "error", "no_change", "edit_used", "malformed", "passed", "of",
+             "submitted") + MALFORMED_REASONS  # fmt: skip
+
+
+# --- what the gym shows ------------------------------------------------------------------------
+
+
+def identifier_pieces(name: str) -> list[str]:
+    """An identifier as the pieces a tokenizer would share: `compute_values` -> compute _ values."""
+    parts = name.split("_")
+    if len(parts) == 1 or not all(parts):
+        return [name]
+    out = [parts[0]]
+    for p in parts[1:]:
+        out += ["_", p]
+    return out
+
+
+def source_words(source: str) -> list[str]:
+    """A source listing as words: Python tokens without layout; numbers > 9 become <num>."""
+    words: list[str] = []
+    skip = (tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type in skip or tok.type == tokenize.COMMENT:
+                continue
+            if tok.type == tokenize.NUMBER and not (tok.string.isdigit() and len(tok.string) == 1):
+                words.append(NUM)
+            elif tok.type == tokenize.NAME:
+                words += identifier_pieces(tok.string)
+            else:
+                words.append(tok.string)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        words.append(UNK)
+    return words
+
+
+def prompt_words(task_name: str) -> list[str]:
+    """The issue: it names the function to fix (in pieces, as the listing shows it)."""
+    return [BOS, "fix", *identifier_pieces(task_name)]
+
+
+# --- what the gym accepts ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """A parsed tool call: `read`, `test`, `submit`, or `edit OP [ARG]`."""
+
+    tool: str
+    op: str | None = None
+    arg: str | None = None
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A call that does not parse, and why (one of MALFORMED_REASONS)."""
+
+    reason: str
+
+
+def parse_call(words: Sequence[str]) -> Call | Malformed:
+    """Parse the policy's words for one call; a call must end with <end>."""
+    if END not in words:
+        return Malformed("unterminated")
+    body = list(words[: list(words).index(END)])
+    if not body:
+        return Malformed("empty")
+    tool, args = body[0], body[1:]
+    if tool in ("read", "test", "submit"):
+        return Call(tool) if not args else Malformed("extra_args")
+    if tool != "edit":
+        return Malformed("unknown_tool")
+    if not args:
+        return Malformed("missing_arg")
+    op, rest = args[0], args[1:]
+    if op not in OPS:
+        return Malformed("unknown_op")
+    if op == "init":
+        if not rest:
+            return Malformed("missing_arg")
+        if len(rest) > 1:
+            return Malformed("extra_args")
+        if not rest[0].isidentifier():
+            return Malformed("bad_arg")
+        return Call("edit", op, rest[0])
+    return Call("edit", op) if not rest else Malformed("extra_args")
