@@ -112,13 +112,12 @@ def best_group_size(
 # ------------------------------------------------- Problem 4: std-normalized advantages
 
 
-def group_advantages(rewards: Sequence[float], normalize: bool = True, eps: float = 0.0) -> list:
-    """(r - mean)/(std + eps) with the population std, or r - mean if not normalize (Problem 4).
+def group_advantages(rewards: Sequence[float], std: bool = False, eps: float = 0.0) -> list:
+    """r - mean, or (r - mean)/(std + eps) with the population std if `std` (Problem 4).
 
-    losses.group_advantages(r, "mean", std=normalize, eps) in float64. This calculator
-    normalizes by default, as Problem 4 asks what normalization does; the trainer does not
-    (PGConfig.std_norm False, the book's advice for verifier rewards). eps 0: a degenerate
-    group is an error here, not a division by eps.
+    losses.group_advantages(r, "mean", std, eps) in float64, with the same default (no
+    normalization: PGConfig.std_norm False, the book's advice for verifier rewards). eps 0: a
+    degenerate group is an error here, not a division by eps.
     """
     r = np.asarray(rewards, dtype=np.float64)
     if r.size == 0:
@@ -126,7 +125,7 @@ def group_advantages(rewards: Sequence[float], normalize: bool = True, eps: floa
     if not np.isfinite(r).all():
         raise ArlError("rewards: must be finite numbers")
     a = r - r.mean()
-    if normalize:
+    if std:
         sd = r.std()
         if sd + eps == 0:
             raise ArlError("all rewards are equal: the std is 0 (a degenerate group)")

@@ -94,6 +94,23 @@ def plain(obj: Any, ndigits: int | None = None) -> Any:
     return obj
 
 
+def read_json(path: str | Path, label: str | None = None) -> Any:
+    """Parse a JSON file, or raise one ArlError line naming `label` (default: the path)."""
+    label = label or str(path)
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ArlError(f"{label}: no such file") from None
+    except OSError as e:
+        raise ArlError(f"{label}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise ArlError(f"{label}: not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise ArlError(f"{label}:{e.lineno}: invalid JSON ({e.msg})") from None
+    except RecursionError:
+        raise ArlError(f"{label}: JSON nested too deeply") from None
+
+
 def dumps_finite(obj: Any, indent: int | None = None) -> str:
     """JSON text, refusing NaN and infinities (they are not JSON; readers choke on them)."""
     try:

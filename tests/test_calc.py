@@ -65,12 +65,12 @@ def test_best_group_size_exercise_1():
 
 # ------------------------------------------------------------------------- Problem 4
 def test_std_normalization_problem_4():
-    adv = calc.group_advantages([1.0] + [0.0] * 7)
+    adv = calc.group_advantages([1.0] + [0.0] * 7, std=True)
     assert adv[0] == pytest.approx(math.sqrt(7))
     assert round(adv[0], 2) == 2.65
     assert round(adv[1], 3) == -0.378
     assert adv[1] == pytest.approx(-1 / math.sqrt(7))
-    raw = calc.group_advantages([1.0] + [0.0] * 7, normalize=False)
+    raw = calc.group_advantages([1.0] + [0.0] * 7)  # the trainer's default: no std
     assert (raw[0], raw[1]) == (pytest.approx(0.875), pytest.approx(-0.125))
     assert round(math.sqrt(0.125 * 0.875), 3) == 0.331
     assert calc.std_norm_factor(0.5) == pytest.approx(2.0)
@@ -81,7 +81,7 @@ def test_std_normalization_problem_4():
 
 def test_std_normalization_rejects_degenerate_group():
     with pytest.raises(ArlError, match="degenerate"):
-        calc.group_advantages([1.0, 1.0, 1.0])
+        calc.group_advantages([1.0, 1.0, 1.0], std=True)
     with pytest.raises(ArlError):
         calc.std_norm_factor(0.0)
 
@@ -203,9 +203,10 @@ def test_the_float_twins_agree_with_the_trainers_math():
 
     r = [1.0, 0.0, 0.0, 1.0, 0.5]
     t = torch.tensor(r, dtype=torch.float64)
-    for normalize in (True, False):
-        want = losses.group_advantages(t, "mean", std=normalize, eps=0.0).tolist()
-        assert calc.group_advantages(r, normalize) == pytest.approx(want, rel=1e-12)
+    for std in (True, False):
+        want = losses.group_advantages(t, "mean", std=std, eps=0.0).tolist()
+        assert calc.group_advantages(r, std) == pytest.approx(want, rel=1e-12)
+    assert calc.group_advantages(r) == pytest.approx(losses.group_advantages(t).tolist())
     for x in (-3.0, -0.2, 0.0, 0.1, 2.5):
         x_t = torch.tensor(x, dtype=torch.float64)
         for name in ("kl_k1", "kl_k2", "kl_k3"):

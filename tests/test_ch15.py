@@ -7,7 +7,8 @@ import torch
 from arl.cli.main import main
 from arl.eval.metrics import copy_probe
 from arl.experiments import ch15, ch15_seeds
-from arl.gym.tasks import ACCUMULATORS, tasks_for
+from arl.gym.families import ACCUMULATORS
+from arl.gym.tasks import tasks_for
 from arl.text import default_vocab
 from tests.test_ch15_table import BREAKS
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from arl.cli.main import build_parser, main
 from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
 from arl.text import default_vocab
-from arl.train.pg import PGConfig
+from arl.train.pg_config import PGConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD_NUMBERS = ["nan", "inf", "-inf", "1e400", "abc", "", "0x10", "1_0e"]

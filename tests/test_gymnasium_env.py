@@ -11,6 +11,7 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 import arl  # noqa: E402,F401  (registers arl/BugFix-v0)
 from arl.errors import ArlError  # noqa: E402
 from arl.gym.env import BugFixEnv  # noqa: E402
+from arl.gym.families import ACCUMULATORS  # noqa: E402
 from arl.gym.gymnasium_env import (  # noqa: E402
     ENV_ID,
     BugFixGymnasiumEnv,
@@ -19,7 +20,7 @@ from arl.gym.gymnasium_env import (  # noqa: E402
     text_space,
 )
 from arl.gym.policies import get_scripted  # noqa: E402
-from arl.gym.tasks import ACCUMULATORS, all_tasks, tasks_for  # noqa: E402
+from arl.gym.tasks import all_tasks, tasks_for  # noqa: E402
 from arl.types import Outcome  # noqa: E402
 
 

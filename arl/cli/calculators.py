@@ -119,8 +119,8 @@ def _std_norm(a: argparse.Namespace) -> dict:
     if not 0 < a.successes < a.G:
         raise ArlError(f"--successes must be between 1 and G-1 = {a.G - 1}, got {a.successes}")
     rewards = [1.0] * a.successes + [0.0] * (a.G - a.successes)
-    adv = calc.group_advantages(rewards)
-    raw = calc.group_advantages(rewards, normalize=False)
+    adv = calc.group_advantages(rewards, std=True)
+    raw = calc.group_advantages(rewards)
     rows = [{"p_hat": p, "factor 1/sqrt(p(1-p))": calc.std_norm_factor(p)} for p in a.p_hat]
     return {"table": rows, "results": {
         "success advantage (normalized)": adv[0], "failure advantage (normalized)": adv[-1],

@@ -6,9 +6,11 @@ import argparse
 from pathlib import Path
 
 from arl.cli.args import nonneg_float, positive_int_max, seed_int, unit_float
-from arl.cli.gym import MAX_SAMPLES, POLICY_HELP, load_policy_dir, resolve_policy
+from arl.cli.gym import MAX_SAMPLES, POLICY_HELP, resolve_policy
 from arl.errors import ArlError
-from arl.gym.tasks import SPLITS, tasks_for
+from arl.gym.families import SPLITS
+from arl.gym.tasks import tasks_for
+from arl.train.policy import load_policy_dir
 
 HF_OWNED = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
             "special_tokens_map.json")  # fmt: skip

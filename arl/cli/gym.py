@@ -5,17 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from pathlib import Path
-
-import torch
 
 from arl.cli.args import nonneg_float, positive_int_max, seed_int, unit_float
 from arl.errors import ArlError
+from arl.gym.families import SPLITS
 from arl.gym.policies import SCRIPTED
-from arl.gym.tasks import SPLITS, get_task, tasks_for
-from arl.model import TinyAgent, TinyAgentConfig, load_checkpoint
+from arl.gym.tasks import get_task, tasks_for
+from arl.model import TinyAgent
 from arl.runio import atomic_write_text, check_writable, dumps_finite
 from arl.text import default_vocab
+from arl.train.policy import INITS, load_policy, looks_like_path
 from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE
 
 POLICY_HELP = (
@@ -26,43 +25,12 @@ OWNER_STYLE = {PROMPT: "bold magenta", POLICY: "bold green", ENV: "cyan", TEMPLA
 MAX_SAMPLES = 1000  # episodes per task: 30,000 in all, about an hour for a checkpoint
 
 
-def check_vocab(model: TinyAgent, spec: str) -> TinyAgent:
-    """A loaded policy must speak the gym's vocabulary, or every token id means something else."""
-    if model.config.vocab_size != len(default_vocab()):
-        raise ArlError(
-            f"checkpoint {spec}: vocabulary size {model.config.vocab_size} "
-            f"does not match the gym's {len(default_vocab())}"
-        )
-    return model
-
-
-def load_policy_dir(spec: str) -> TinyAgent:
-    """A checkpoint directory, or a one-line reason: missing, or a run folder (say its newest)."""
-    path = Path(spec)
-    if not path.exists():
-        raise ArlError(f"{spec}: no such checkpoint directory (from {Path.cwd()})")
-    if path.is_dir() and not (path / "config.json").is_file():
-        ckpts = sorted(p for p in path.glob("ckpt-*") if (p / "config.json").is_file())
-        if ckpts:
-            raise ArlError(f"{spec} is a run folder; its newest checkpoint is {ckpts[-1]}")
-        raise ArlError(f"{spec}: not a checkpoint (no config.json and model.safetensors)")
-    return check_vocab(load_checkpoint(path), spec)
-
-
 def resolve_policy(spec: str, seed: int = 0) -> TinyAgent | str:
-    """A scripted policy's name, `untrained` (a seeded random TinyAgent), the `weak` base or
-    the `cold` start (cached, as `train pg --init` loads them), or a checkpoint path."""
+    """A scripted policy's name, or what `arl.train.policy.load_policy` loads."""
     if spec in SCRIPTED:
         return spec
-    if spec == "untrained":
-        torch.manual_seed(seed)
-        return TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab())))
-    if spec in ("weak", "cold"):
-        from arl.experiments.bases import BaseConfig, cold_start, weak_base
-
-        return (weak_base if spec == "weak" else cold_start)(BaseConfig(seed=seed))
-    if spec.startswith((".", "/", "~")) or os.sep in spec or Path(spec).exists():
-        return load_policy_dir(os.path.expanduser(spec))
+    if spec in INITS or looks_like_path(spec):
+        return load_policy(os.path.expanduser(spec), seed)
     raise ArlError(f"unknown policy {spec!r} (choose from {POLICY_HELP})")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -12,6 +11,8 @@ from typing import Any
 
 from arl.errors import ArlError
 from arl.logging_bridge import REPORT_TO
+from arl.progress import Progress
+from arl.runio import read_json
 from arl.train.pg_config import KINDS, field_kinds, make_config, unknown_key
 from arl.train.policy import INITS, check_policy_spec, load_policy
 
@@ -76,16 +77,7 @@ def _coerce(key: str, kind: str, text: str) -> Any:
 
 def read_config_file(path: str) -> dict:
     """A JSON object of PGConfig fields; `_comment`-style keys are dropped. One-line errors."""
-    try:
-        values = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ArlError(f"--config {path}: cannot read ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise ArlError(f"--config {path}: not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise ArlError(f"--config {path}:{e.lineno}: invalid JSON ({e.msg})") from None
-    except RecursionError:
-        raise ArlError(f"--config {path}: JSON nested too deeply") from None
+    values = read_json(path, f"--config {path}")
     if not isinstance(values, dict):
         raise ArlError(f"--config {path}: expected a JSON object of PGConfig fields")
     return {k: v for k, v in values.items() if not k.startswith("_")}  # "_comment" keys
@@ -105,24 +97,20 @@ def parse_allow_change(text: str | None) -> tuple[str, ...]:
 
 @contextmanager
 def progress_bar(enabled: bool, steps: int) -> Iterator[Callable[[dict], None] | None]:
-    """A rich progress bar fed one step record at a time (None when disabled)."""
+    """The run's progress (arl.progress: a bar on a terminal, plain lines in a file), fed one
+    step record at a time (None when disabled)."""
     if not enabled:
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    columns = (BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(TextColumn("pg"), *columns, TextColumn("{task.description}")) as bar:
-        task = bar.add_task("", total=steps)
+    with Progress("pg", steps) as bar:
 
         def update(r: dict) -> None:
-            desc = (
+            bar.update(r["step"], (
                 f"reward {r['reward']:.2f} pass {r['pass_rate']:.2f} "
                 f"gap {r['public_hidden_gap']:+.2f} H {r['entropy']:.2f} "
                 f"degen {r['degenerate_frac']:.2f} clip {r['clip_frac']:.2f} "
                 f"cap {r['capped_frac']:.2f} |g| {r['grad_norm']:.2f}"
-            )
-            bar.update(task, completed=r["step"], description=desc)
+            ))  # fmt: skip
 
         yield update
 

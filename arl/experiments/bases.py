@@ -25,7 +25,8 @@ from arl.gym.tasks import all_tasks, tasks_for
 from arl.model import TinyAgent, TinyAgentConfig, load_checkpoint, save_checkpoint
 from arl.rollout import episode_seed, scripted_rollout
 from arl.text import default_vocab
-from arl.train.sft import Hook, SFTConfig, sft_train
+from arl.train.common import Hook
+from arl.train.sft import SFTConfig, sft_train
 from arl.types import Trajectory
 
 BASES_VERSION = 3  # bump when the recipe below changes, to invalidate cached checkpoints

@@ -24,13 +24,15 @@ import torch
 from arl.batch import collate
 from arl.eval.metrics import copy_probe, evaluate, run_policy, token_accounting
 from arl.experiments.bases import BaseConfig, new_model, oracle_demos, train_oracle_sft, weak_base
-from arl.gym.tasks import FAMILIES, all_tasks, tasks_for
+from arl.gym.families import FAMILIES
+from arl.gym.tasks import all_tasks, tasks_for
 from arl.losses import masked_mean, sft_loss, token_logprobs
 from arl.model import TinyAgent, save_checkpoint
 from arl.progress import Progress
 from arl.rollout import scripted_rollout
 from arl.train.dpo import DPOConfig, build_pairs, dpo_train
-from arl.train.pg import minimal_reinforce, train_pg
+from arl.train.pg import train_pg
+from arl.train.pg_config import minimal_reinforce
 from arl.train.rft import RFTConfig, expert_iteration, gradient_identity
 from arl.train.sft import sft_train
 

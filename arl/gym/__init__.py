@@ -4,7 +4,8 @@ naming.py, harness.py), the environment (env.py), scripted policies and the expl
 The gym speaks words and imports nothing above it: arl.text renders its words as ids."""
 
 from arl.gym.env import BugFixEnv, EnvConfig
-from arl.gym.tasks import FAMILIES, SPLITS, Task, all_tasks, get_task, tasks_for
+from arl.gym.families import FAMILIES, SPLITS
+from arl.gym.tasks import Task, all_tasks, get_task, tasks_for
 
 __all__ = [
     "BugFixEnv",

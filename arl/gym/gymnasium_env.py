@@ -33,8 +33,9 @@ from gymnasium import spaces
 
 from arl.errors import ArlError
 from arl.gym.env import BugFixEnv, EnvConfig
+from arl.gym.families import SPLITS
 from arl.gym.grammar import UNK
-from arl.gym.tasks import SPLITS, Task, get_task, gym_words, tasks_for
+from arl.gym.tasks import Task, get_task, gym_words, tasks_for
 
 ENV_ID = "arl/BugFix-v0"
 MAX_OBS_WORDS = 512  # TinyAgent's block_size: no observation is longer than an episode

@@ -21,7 +21,6 @@ from functools import cache
 from arl.errors import ArlError
 from arl.gym.families import (
     ACCUMULATORS,
-    FAMILIES,
     NAME_NOUNS,
     NAME_VERBS,
     SPLITS,
@@ -29,12 +28,10 @@ from arl.gym.families import (
     inject_bug,
 )
 from arl.gym.grammar import BOS, END, GENERIC_NAMES, NUM, OBS_WORDS, OPS, TOOLS, UNK, source_words
-from arl.gym.harness import TestCase, generate_tests, run_tests
+from arl.gym.harness import TestCase, generate_tests
 from arl.gym.naming import assign_names
 
 # Re-exported for callers that take the inventories and the harness with the tasks.
-__all__ = ["ACCUMULATORS", "FAMILIES", "SPLITS", "Task", "TestCase", "all_tasks", "get_task",
-           "gym_words", "run_tests", "task_position", "tasks_for"]  # fmt: skip
 
 _ACC_LINE = re.compile(r"^\s+(\w+) = 0$")
 

@@ -7,12 +7,12 @@ typo is one clear error instead of a simulation that runs for hours.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from arl.errors import ArlError
+from arl.runio import read_json
 
 MODES = ("sync", "async")
 
@@ -133,19 +133,7 @@ class FleetConfig:
     @classmethod
     def from_json(cls, path: str | Path) -> FleetConfig:
         """Load from a JSON file; missing file, bad JSON or a bad field raise one ArlError line."""
-        p = Path(path)
-        try:
-            d = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ArlError(f"{p}: no such file") from None
-        except json.JSONDecodeError as e:
-            raise ArlError(f"{p}:{e.lineno}: invalid JSON ({e.msg})") from None
-        except UnicodeDecodeError:
-            raise ArlError(f"{p}: not UTF-8 text") from None
-        except RecursionError:
-            raise ArlError(f"{p}: JSON nested too deeply") from None
-        except OSError as e:
-            raise ArlError(f"{p}: cannot read ({e})") from None
+        d = read_json(path)
         return cls.from_dict(d)
 
     def to_dict(self) -> dict:

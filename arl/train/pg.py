@@ -40,7 +40,7 @@ from arl.runio import claim_output_dir
 from arl.train import checkpoint
 from arl.train.checkpoint import LoopState, RunLog
 from arl.train.common import Hook, frozen_logprobs, hook_due, make_optimizer, optimizer_step
-from arl.train.pg_config import PGConfig, minimal_reinforce  # noqa: F401 (the recipe's API)
+from arl.train.pg_config import PGConfig
 from arl.train.pg_metrics import evaluate_splits, quantile, rollout_metrics, update_metrics
 from arl.types import Trajectory
 

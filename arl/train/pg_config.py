@@ -13,7 +13,7 @@ from typing import Any
 from arl.checks import check, check_seed
 from arl.errors import ArlError
 from arl.gym.env import EnvConfig
-from arl.gym.tasks import SPLITS
+from arl.gym.families import SPLITS
 from arl.losses import AGGREGATIONS, KL_ESTIMATORS
 
 MAX_FLOAT = 1e6  # no coefficient, penalty or temperature of a run is anywhere near this

@@ -11,7 +11,8 @@ import torch
 
 from arl.eval.metrics import run_policy
 from arl.gym.env import EnvConfig
-from arl.gym.tasks import SPLITS, tasks_for
+from arl.gym.families import SPLITS
+from arl.gym.tasks import tasks_for
 from arl.model import TinyAgent
 from arl.train.pg_config import PGConfig
 from arl.types import Trajectory

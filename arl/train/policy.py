@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 
 from arl.errors import ArlError
-from arl.experiments.bases import BaseConfig, cold_start, new_model, weak_base
+from arl.experiments import bases
+from arl.experiments.bases import BaseConfig
 from arl.model import TinyAgent, load_checkpoint
 from arl.text import default_vocab
 
@@ -54,10 +55,10 @@ def load_policy_dir(spec: str) -> TinyAgent:
 def load_policy(spec: str, seed: int = 0) -> TinyAgent:
     """cold / weak (cached on disk, built on first use), untrained, or a checkpoint directory."""
     if spec == "cold":
-        return cold_start(BaseConfig(seed=seed))
+        return bases.cold_start(BaseConfig(seed=seed))
     if spec == "weak":
-        return weak_base(BaseConfig(seed=seed))
+        return bases.weak_base(BaseConfig(seed=seed))
     if spec == "untrained":
-        return new_model(BaseConfig(seed=seed))
+        return bases.new_model(BaseConfig(seed=seed))
     check_policy_spec(spec)
     return load_policy_dir(spec)

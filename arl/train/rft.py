@@ -18,7 +18,8 @@ import torch
 from arl.batch import collate
 from arl.errors import ArlError
 from arl.eval.metrics import run_policy
-from arl.gym.tasks import FAMILIES, Task, get_task
+from arl.gym.families import FAMILIES
+from arl.gym.tasks import Task, get_task
 from arl.losses import pg_loss, sft_loss, token_logprobs
 from arl.model import TinyAgent
 from arl.text import default_vocab

@@ -13,8 +13,8 @@ from pathlib import Path
 from arl.checks import check_seed
 from arl.errors import ArlError
 from arl.experiments.problems import dynamics, estimators, rewards, systems
-from arl.experiments.problems.common import Ctx, jsonable, set_threads
-from arl.runio import atomic_write_json, claim_output_dir
+from arl.experiments.problems.common import Ctx, set_threads
+from arl.runio import atomic_write_json, claim_output_dir, plain
 
 PROBLEMS = {
     1: estimators.problem_1,
@@ -63,7 +63,7 @@ def run(
             "conclusion": conclusion,
             "seconds": round(time.perf_counter() - t0, 1),
         }
-        atomic_write_json(ctx.out / "results.json", jsonable(results))
+        atomic_write_json(ctx.out / "results.json", plain(results, ndigits=6))
     return results
 
 

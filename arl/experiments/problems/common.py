@@ -167,16 +167,3 @@ def save_figure(ctx: Ctx, fig, title: str) -> None:
     fig.tight_layout()
     save_png(fig, ctx.figure, dpi=110)
     plt.close(fig)
-
-
-def jsonable(x: Any) -> Any:
-    """Floats rounded, NaN -> None, numpy and tuples made plain, for results.json."""
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, (np.floating, float)):
-        return None if not math.isfinite(float(x)) else round(float(x), 6)
-    if isinstance(x, np.integer):
-        return int(x)
-    return x

@@ -21,7 +21,8 @@ from arl.experiments.problems.common import (
     tail_mean,
 )
 from arl.gym.env import BugFixEnv, EnvConfig
-from arl.gym.tasks import run_tests, tasks_for
+from arl.gym.harness import run_tests
+from arl.gym.tasks import tasks_for
 from arl.losses import group_advantages, loss_weights, token_logprobs
 
 
