@@ -38,6 +38,12 @@ def require_transformers():
         raise ArlError(f"--model needs transformers ({HF_EXTRA})") from e
 
 
+def quiet(tf) -> None:
+    """No progress bars or advice from transformers: arl prints its own progress."""
+    tf.utils.logging.set_verbosity_error()
+    tf.utils.logging.disable_progress_bar()
+
+
 @dataclass(frozen=True)
 class HFShape:
     """What the loops read of a policy's config."""
@@ -125,6 +131,7 @@ def load_hf(
 ) -> HFPolicy:
     """`AutoModelForCausalLM` and `AutoTokenizer` from a directory or a hub id, as a policy."""
     tf = require_transformers()
+    quiet(tf)
     if dtype not in DTYPES:
         raise ArlError(f"dtype: must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():

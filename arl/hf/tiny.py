@@ -13,7 +13,7 @@ from pathlib import Path
 
 from arl.gym.tasks import all_tasks
 from arl.hf.chat import SYSTEM_PROMPT
-from arl.hf.policy import require_transformers
+from arl.hf.policy import quiet, require_transformers
 from arl.text import FIX_OPS, OPS, TOOLS
 
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -58,6 +58,7 @@ def build_tiny(path: str | Path, arch: str = "qwen2", seed: int = 0, layers: int
     import torch
 
     tf = require_transformers()
+    quiet(tf)
     tok = build_tokenizer()
     shape = dict(
         vocab_size=len(tok),
