@@ -36,7 +36,9 @@ class Where:
     threads: int = 1  # torch threads per task (one core per task)
 
 
-def run_many(fn: Callable[..., Any], args: Sequence[tuple], where: Where = Where()) -> Iterator[tuple[tuple, Any]]:
+def run_many(
+    fn: Callable[..., Any], args: Sequence[tuple], where: Where = Where()
+) -> Iterator[tuple[tuple, Any]]:
     """Yield (args, fn(*args)) for every args tuple, in the order they finish."""
     if where.ray is not None:
         yield from _on_ray(fn, args, where)

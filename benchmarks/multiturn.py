@@ -58,7 +58,7 @@ def hf_loop(lm, codec, tasks, seed: int, reuse_cache: bool, pad_id: int) -> list
     B = len(tasks)
     live = list(range(B))
     new = [list(c) for c in convs]  # tokens not yet in the cache
-    past, mask = None, None  # the cache and its (B_live, T) mask, for `reuse_cache`
+    past, mask, prev_ids = None, None, None  # the cache, its (B_live, T) mask and ids
     while live:
         if reuse_cache and past is not None:
             S = max(len(new[b]) for b in live)
@@ -107,18 +107,18 @@ def bench(name, policy, lm, tasks_all, batches, reps, pad_id) -> list[dict]:
         tasks = [tasks_all[i % len(tasks_all)] for i in range(B)]
         lens: dict[str, list[int]] = {}
 
-        def ours(r, tasks=tasks):
+        def ours(r, tasks=tasks, lens=lens):
             lens["ours"] = [len(t) for t in rollout_batch(policy, tasks, seed=r)]
 
-        def hf(reuse, tasks=tasks):
-            def f(r):
+        def hf(reuse, tasks=tasks, lens=lens):
+            def run(r):
                 lens[reuse] = hf_loop(lm, codec, tasks, r, reuse, pad_id)
 
-            return f
+            return run
 
         fns = {"ours": ours, "hf re-prefill": hf(False), "hf cache": hf(True)}
-        for f in fns.values():
-            f(0)  # warm-up
+        for warm in fns.values():
+            warm(0)
         times = interleaved(fns, reps)
         rows.append({
             "policy": name, "batch": B,
@@ -134,10 +134,11 @@ def bench(name, policy, lm, tasks_all, batches, reps, pad_id) -> list[dict]:
 
 
 def tinyagent_pair(which: str):
+    from transformers import AutoModelForCausalLM
+
     from arl.export import export_hf
     from arl.model import TinyAgent, TinyAgentConfig
     from arl.text import default_vocab
-    from transformers import AutoModelForCausalLM
 
     if which == "cold-start":
         from arl.experiments.bases import cold_start
@@ -184,9 +185,17 @@ def main(argv=None) -> None:
           "ours / re-prefill | ours / cache | tokens per episode |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['policy']} | {r['batch']} | {r['ours_eps_per_s']:.1f} | "
-              f"{r['hf_reprefill_eps_per_s']:.1f} | {r['hf_cache_eps_per_s']:.1f} | "
-              f"{r['vs_reprefill']:.2f}x | {r['vs_cache']:.2f}x | {r['mean_tokens']:.0f} |")  # fmt: skip
+        cells = [
+            r["policy"],
+            r["batch"],
+            f"{r['ours_eps_per_s']:.1f}",
+            f"{r['hf_reprefill_eps_per_s']:.1f}",
+            f"{r['hf_cache_eps_per_s']:.1f}",
+            f"{r['vs_reprefill']:.2f}x",
+            f"{r['vs_cache']:.2f}x",
+            f"{r['mean_tokens']:.0f}",
+        ]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
     write_json(args.json, {"rows": rows})
 
 

@@ -38,8 +38,9 @@ def test_scripted_episode_is_the_chat_template_rendering_token_for_token(policy)
     calls = [codec.decode_call(tr.ids_T[s:e])[0] for s, e in tr.calls]
     msgs = codec.messages(task.name)
     text = _decode(codec.tokenizer, tr.ids_T)
-    assert text.startswith(codec.tokenizer.apply_chat_template(msgs, tokenize=False,
-                                                               add_generation_prompt=True))
+    assert text.startswith(
+        codec.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    )
     assert calls == ["read", "edit " + " ".join(_oracle_op(tr, codec)), "test", "submit"]
     full = codec.tokenizer.apply_chat_template(
         msgs + _turns(calls, tr, codec), tokenize=False, add_generation_prompt=False
@@ -47,7 +48,7 @@ def test_scripted_episode_is_the_chat_template_rendering_token_for_token(policy)
     whole = codec.tokenizer(full, add_special_tokens=False)["input_ids"]
     # the episode ends at the policy's last end-of-turn; the template adds a newline after it
     assert list(tr.ids_T) == whole[: len(tr.ids_T)]
-    assert _decode(codec.tokenizer, whole[len(tr.ids_T):]).strip() == ""
+    assert _decode(codec.tokenizer, whole[len(tr.ids_T) :]).strip() == ""
     # owners: the policy's tokens are its calls and their end-of-turn, the environment's are
     # the tool results, the rest (headers, separators) is template or the prompt
     own = {o: [i for i, oo in zip(tr.ids_T, tr.owners_T, strict=True) if oo == o] for o in range(4)}
@@ -69,7 +70,9 @@ def _turns(calls, tr, codec):
     starts = [s for s, _ in tr.calls][1:] + [len(tr.ids_T)]
     for call, e, s_next in zip(calls, ends, starts, strict=True):
         msgs.append({"role": "assistant", "content": call})
-        obs = [i for i, o in zip(tr.ids_T[e:s_next], tr.owners_T[e:s_next], strict=True) if o == ENV]
+        obs = [
+            i for i, o in zip(tr.ids_T[e:s_next], tr.owners_T[e:s_next], strict=True) if o == ENV
+        ]
         if obs:
             msgs.append({"role": "tool", "content": codec.tokenizer.decode(obs)})
     return msgs
@@ -88,7 +91,9 @@ def test_only_the_sampled_call_tokens_get_loss(policy):
         owners = torch.tensor(tr.owners_T)
         ids = torch.tensor(tr.ids_T)
         rendered = ids[owners != POLICY].tolist()  # what the renderer, not the sampler, wrote
-        headers = [i for i, o in zip(tr.ids_T, tr.owners_T, strict=True) if i in special and o != POLICY]
+        headers = [
+            i for i, o in zip(tr.ids_T, tr.owners_T, strict=True) if i in special and o != POLICY
+        ]
         assert len(headers) == rendered.count(next(iter(special))) >= 3
         assert set(ids[owners == TEMPLATE].tolist()) >= special  # headers are template
         env_text = codec.tokenizer.decode(ids[owners == ENV].tolist())

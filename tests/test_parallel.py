@@ -3,6 +3,7 @@ killed tasks are rerun."""
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -69,13 +70,18 @@ def test_a_killed_worker_process_is_replaced_and_its_task_rerun(tmp_path):
     got = _all(Where(workers=2, retries=2), dies_once, args)
     assert got == {a: a[1] * 10 for a in args}
     with pytest.raises(ArlError, match="died"):
-        _all(Where(workers=2, retries=0), dies_once, [(str(tmp_path / "n"), 1), (str(tmp_path / "o"), 2)])
+        _all(
+            Where(workers=2, retries=0),
+            dies_once,
+            [(str(tmp_path / "n"), 1), (str(tmp_path / "o"), 2)],
+        )
 
 
 @pytest.fixture(scope="module")
 def ray_local():
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'arl[ray]')")
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers lack tests/ on sys.path
+    # Ray workers lack tests/ on sys.path: ship this module by value
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
@@ -90,3 +96,53 @@ def test_ray_gives_the_same_results_and_reruns_a_killed_task(ray_local, tmp_path
     }
     with pytest.raises(ArlError, match="bad value 3"):
         _all(Where(ray="local", retries=0), bad_input, [(3,)])
+
+
+def sample_ids(policy, tasks, seed):
+    """A rollout job: the sampled ids of one episode per task."""
+    from arl.rollout import rollout_batch
+
+    return [t.ids_T for t in rollout_batch(policy, tasks, seed=seed)]
+
+
+def slow_sample_ids(policy, tasks, seed):
+    """A rollout job long enough to be killed in the middle."""
+    import time
+
+    time.sleep(3)
+    return sample_ids(policy, tasks, seed)
+
+
+def test_rollout_workers_sample_what_the_learner_would_and_survive_a_kill(ray_local):
+    from arl.gym.tasks import tasks_for
+    from arl.model import TinyAgent, TinyAgentConfig
+    from arl.rollout_workers import InProcessWorkers, RolloutWorkers
+
+    torch.manual_seed(0)
+    model = TinyAgent(TinyAgentConfig(vocab_size=98, n_layer=1, n_embd=32, n_head=2))
+    tasks = tasks_for("train")[:3]
+    local = InProcessWorkers(model, sample_ids)
+    remote = RolloutWorkers(model, sample_ids, n=2)
+    try:
+        w0 = {k: v.clone() for k, v in model.state_dict().items()}
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.1 * torch.randn_like(p))
+        w1 = {k: v.clone() for k, v in model.state_dict().items()}
+        for version, w in ((0, w0), (1, w1)):
+            local.submit(version, w, tasks, 5)
+            remote.submit(version, w, tasks, 5)
+        got = sorted(remote.next() for _ in range(2))
+        want = sorted(local.next() for _ in range(2))
+        assert got == want and got[0][1] != got[1][1]  # each version's own episodes
+    finally:
+        remote.close()
+    slow = RolloutWorkers(model, slow_sample_ids, n=1)
+    try:
+        slow.submit(1, w1, tasks, 9)
+        time.sleep(1.0)
+        slow.kill(0)  # mid-job: Ray restarts the actor and reruns the job
+        local.submit(1, w1, tasks, 9)
+        assert slow.next() == local.next()
+    finally:
+        slow.close()

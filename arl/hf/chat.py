@@ -68,7 +68,9 @@ class ChatCodec:
             messages, tokenize=False, add_generation_prompt=generation
         )
 
-    def _encode(self, text: str, spans: Sequence[tuple[int, int, int]]) -> tuple[list[int], list[int]]:
+    def _encode(
+        self, text: str, spans: Sequence[tuple[int, int, int]]
+    ) -> tuple[list[int], list[int]]:
         """Token ids of `text` and their owners: `spans` are (start, end, owner) character spans."""
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         owners = []
@@ -115,7 +117,6 @@ class ChatCodec:
         text = self.tokenizer.decode(body, skip_special_tokens=True).strip()
         words = text.split() + ([END] if ended else [])
         return text, words
-
 
     # --- the codec interface of arl.rollout (WordCodec is TinyAgent's) ---
 

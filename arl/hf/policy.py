@@ -85,7 +85,9 @@ class HFPolicy(nn.Module):
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         """Logits for every position of right-padded (B, T) ids (causal: padding never leaks)."""
         if idx.size(1) > self.config.block_size:
-            raise ArlError(f"sequence of {idx.size(1)} tokens exceeds block_size {self.config.block_size}")
+            raise ArlError(
+                f"sequence of {idx.size(1)} tokens exceeds block_size {self.config.block_size}"
+            )
         logits = self.model(input_ids=idx, use_cache=False).logits.float()  # (B, T, V)
         if targets is None:
             return logits, None
