@@ -6,7 +6,8 @@ that token plus a whole observation), samples one token per unfinished row, and
 steps the environment of each row whose call just ended. The Trajectory keeps the
 sampled ids as sampled; observations are tokenized once, by the renderer. Every
 episode, a model's or a scripted policy's (`scripted_rollout`, the demonstrations),
-grows one `arl.text.Transcript` the same way.
+grows one transcript the same way. The transcript is the policy's renderer's: TinyAgent's
+words (`arl.text.Transcript`), or a real model's chat (`arl.hf.chat.ChatTranscript`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,46 @@ from dataclasses import dataclass
 import torch
 
 from arl.gym.env import BugFixEnv, EnvConfig
-from arl.gym.grammar import END
+from arl.gym.grammar import END, prompt_words
 from arl.gym.policies import ScriptedPolicy, get_scripted
 from arl.gym.tasks import Task
 from arl.model import TinyAgent
 from arl.sampling import sample
 from arl.text import Transcript, Vocab, default_vocab
 from arl.types import Outcome, Trajectory
+
+
+@dataclass(frozen=True)
+class WordRenderer:
+    """TinyAgent's renderer: the gym's words, one id each (see arl/text.py).
+
+    A renderer is what rollouts need of a policy's tokenizer: a transcript to grow
+    (`begin`), the token that ends a call, a call's token budget, and a scripted call's ids.
+    """
+
+    vocab: Vocab
+
+    @property
+    def end_id(self) -> int:
+        return self.vocab.id(END)
+
+    def begin(self, task_name: str, wrap: bool = True) -> Transcript:
+        return Transcript.begin(task_name, self.vocab, wrap)
+
+    def call_limit(self, config: EnvConfig) -> int:
+        return config.max_call_tokens
+
+    def encode_call(self, words: Sequence[str]) -> list[int]:
+        return self.vocab.encode(words)
+
+    def call_text(self, ids: Sequence[int]) -> str:
+        """A call as text, without its end token: 'edit minmax'."""
+        return " ".join(w for w in self.vocab.decode(ids) if w != END)
+
+
+def renderer_of(model=None, vocab: Vocab | None = None):
+    """The policy's own renderer (a real model's chat), else TinyAgent's words."""
+    return getattr(model, "renderer", None) or WordRenderer(vocab or default_vocab())
 
 
 def episode_seed(seed: int, k: int) -> int:
@@ -37,7 +71,7 @@ class _Episode:
     """One episode while it is being rolled out: its environment and its transcript."""
 
     env: BugFixEnv
-    transcript: Transcript
+    transcript: Transcript  # or any transcript with the same methods (a chat's)
     reward: float = 0.0
     outcome: Outcome | None = None
 
@@ -54,22 +88,22 @@ class _Episode:
         )
 
 
-def _new_episode(task: Task, config: EnvConfig, seed: int, vocab: Vocab, wrap: bool) -> _Episode:
+def _new_episode(task: Task, config: EnvConfig, seed: int, renderer, wrap: bool) -> _Episode:
     env = BugFixEnv(task, config)
     env.reset(seed=seed)
-    return _Episode(env, Transcript.begin(task.name, vocab, wrap))
+    return _Episode(env, renderer.begin(task.name, wrap))
 
 
-def _after_call(ep: _Episode, n: int, block: int) -> list[str] | None:
+def _after_call(ep: _Episode, n: int, room: int) -> list[str] | None:
     """Close the call of the last `n` tokens and step the env on it; the observation's words
     as the policy reads them, or None once the episode is over (the env's end, or the context
-    full: no room for the observation and one more call)."""
+    full: `room` tokens left for the observation and one more call)."""
     obs, reward, terminated, truncated, outcome = ep.env.step(ep.transcript.end_call(n))
     ep.reward += reward
     if outcome is not None:
         ep.outcome = outcome
         return None
-    seen = ep.transcript.observe(obs, limit=block - ep.env.config.max_call_tokens)
+    seen = ep.transcript.observe(obs, limit=room)
     if seen is None:  # the context is full: end it here
         ep.outcome = ep.env.cut()
         ep.reward += ep.outcome.score
@@ -85,19 +119,23 @@ def scripted_rollout(
     vocab: Vocab | None = None,
     wrap_obs: bool = True,
     block_size: int = 512,
+    renderer=None,
 ) -> Trajectory:
     """One episode of a scripted policy, rendered exactly as a model rollout would be: the
-    policy reads what a model reads (the issue and each observation through the vocabulary)."""
+    policy reads what a model reads (the issue and each observation through the vocabulary).
+    `renderer`: a real model's (its chat), for demonstrations in its tokens."""
     policy = get_scripted(policy) if isinstance(policy, str) else policy
-    vocab, config = vocab or default_vocab(), env_config or EnvConfig()
+    renderer, config = renderer or WordRenderer(vocab or default_vocab()), env_config or EnvConfig()
     rng = random.Random(seed)
-    ep = _new_episode(task, config, seed, vocab, wrap_obs)
-    history: list[list[str]] = [vocab.decode(ep.transcript.ids)]  # the issue
+    ep = _new_episode(task, config, seed, renderer, wrap_obs)
+    history: list[list[str]] = [prompt_words(task.name)]  # the issue
+    room = block_size - renderer.call_limit(config)
     while ep.outcome is None:
-        call_ids = vocab.encode(policy(history, rng)[: config.max_call_tokens])
+        words = policy(history, rng)[: config.max_call_tokens]
+        call_ids = renderer.encode_call(words)[: renderer.call_limit(config)]
         for token in call_ids:
             ep.transcript.act(token)
-        seen = _after_call(ep, len(call_ids), block_size)
+        seen = _after_call(ep, len(call_ids), room)
         if seen is not None:
             history.append(seen)
     return ep.trajectory()
@@ -105,7 +143,7 @@ def scripted_rollout(
 
 @torch.inference_mode()
 def rollout_batch(
-    model: TinyAgent,
+    model: TinyAgent,  # or any policy with forward / new_cache / extend (arl.hf.HFPolicy)
     tasks: Sequence[Task],
     *,
     seed: int = 0,
@@ -117,11 +155,12 @@ def rollout_batch(
     use_cache: bool = True,
 ) -> list[Trajectory]:
     """Roll out one episode per task, all in one batched decode. Same seed, same ids."""
-    vocab, config = vocab or default_vocab(), env_config or EnvConfig()
-    block = model.config.block_size
+    renderer, config = renderer_of(model, vocab), env_config or EnvConfig()
+    limit = renderer.call_limit(config)
+    room = model.config.block_size - limit
     device = model.lm_head.weight.device
     gen = torch.Generator().manual_seed(seed)
-    eps = [_new_episode(t, config, episode_seed(seed, k), vocab, wrap_obs)
+    eps = [_new_episode(t, config, episode_seed(seed, k), renderer, wrap_obs)
            for k, t in enumerate(tasks)]  # fmt: skip
     B = len(eps)
     pending: list[list[int]] = [list(ep.transcript.ids) for ep in eps]
@@ -129,7 +168,7 @@ def rollout_batch(
     cache = model.new_cache(B) if use_cache else None
     was_training = model.training
     model.eval()
-    end_id = vocab.id(END)
+    end_id = renderer.end_id
     while True:
         live = [b for b in range(B) if eps[b].outcome is None]
         if not live:
@@ -155,9 +194,9 @@ def rollout_batch(
             ep.transcript.act(t, lp)
             call_len[b] += 1
             pending[b] = [t]
-            if t == end_id or call_len[b] == config.max_call_tokens:
+            if t == end_id or call_len[b] == limit:
                 n, call_len[b] = call_len[b], 0
-                over = _after_call(ep, n, block) is None
+                over = _after_call(ep, n, room) is None
                 # next: the call's last token and the observation after it; nothing once over
                 pending[b] = [] if over else ep.transcript.ids[ep.transcript.calls[-1][1] - 1 :]
     model.train(was_training)

@@ -22,7 +22,7 @@ from arl.gym.families import FAMILIES
 from arl.gym.tasks import Task, get_task
 from arl.losses import pg_loss, sft_loss, token_logprobs
 from arl.model import TinyAgent
-from arl.text import default_vocab
+from arl.rollout import renderer_of
 from arl.train.common import Hook
 from arl.train.sft import SFTConfig, sft_train
 from arl.types import Trajectory
@@ -80,19 +80,20 @@ def cap_per_task(trajs: Sequence[Trajectory], cap: int, rng: random.Random) -> l
     return [tr for i, tr in enumerate(trajs) if i in keep]
 
 
-def first_call(tr: Trajectory) -> str:
-    """The words of an episode's first call, e.g. 'read' or 'edit minmax'."""
+def first_call(tr: Trajectory, renderer=None) -> str:
+    """The text of an episode's first call, e.g. 'read' or 'edit minmax' (`renderer`: the
+    policy's; TinyAgent's words by default)."""
     s, e = tr.calls[0]
-    return " ".join(w for w in default_vocab().decode(tr.ids_T[s:e]) if w != "<end>")
+    return (renderer or renderer_of()).call_text(tr.ids_T[s:e])
 
 
-def kept_diagnostics(kept: Sequence[Trajectory], tasks: Sequence[Task]) -> dict:
+def kept_diagnostics(kept: Sequence[Trajectory], tasks: Sequence[Task], renderer=None) -> dict:
     """What the kept set holds: per-family share, unsolved tasks, first calls, distinct paths."""
     n = max(len(kept), 1)
     fam = Counter(get_task(tr.task).family for tr in kept)
     unique = dedup_by_actions(kept)
     fam_dedup = Counter(get_task(tr.task).family for tr in unique)
-    firsts = Counter(first_call(tr) for tr in kept)
+    firsts = Counter(first_call(tr, renderer) for tr in kept)
     solved = {tr.task for tr in kept}
     return {
         "kept": len(kept),
@@ -138,7 +139,7 @@ def expert_iteration(
             "sampled": len(samples),
             "sample_pass_rate": sum(t.passed for t in samples) / len(samples),
             "filter_pass_rate": sum(accepts(t, config.filter) for t in samples) / len(samples),
-            **kept_diagnostics(kept, tasks),
+            **kept_diagnostics(kept, tasks, renderer_of(model)),
         }
         if kept:
             sft = SFTConfig(config.steps_per_round, config.batch_size, config.lr,

@@ -1,0 +1,6 @@
+"""Real models: any `transformers` causal LM as an arl policy (`--model PATH_OR_ID`).
+
+chat.py    the BugFix episode as a chat under the tokenizer's template, with owners
+policy.py  HFPolicy: forward / new_cache / extend, the interface rollouts and trainers use
+tiny.py    a tiny random Qwen2- or Llama-style model and BPE tokenizer, built offline
+"""

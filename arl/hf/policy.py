@@ -1,0 +1,147 @@
+"""A `transformers` causal LM behind TinyAgent's interface: forward, new_cache, extend.
+
+Rollouts, the collate and every trainer call a policy through three methods:
+
+    forward(ids (B, T)) -> (logits (B, T, V), None)       training and evaluation
+    new_cache(B) -> cache                                  one per batched rollout
+    extend(ids (B, S), n_new (B,), cache) -> (B, V)        append n_new[b] tokens to row b
+
+`HFPolicy` gives them to any `AutoModelForCausalLM`. Its cache keeps every row's keys and
+values across the environment's turns (observations are appended, never re-prefilled); rows
+append different numbers of tokens, so the cache is padded in the middle and the padding is
+masked out, with explicit per-row positions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from arl.errors import ArlError
+from arl.hf.chat import ChatRenderer
+
+HF_EXTRA = "pip install 'arl[hf]'"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def require_transformers():
+    """The transformers module, or a one-line error naming the extra to install."""
+    try:
+        return importlib.import_module("transformers")
+    except ImportError as e:
+        raise ArlError(f"--model needs transformers ({HF_EXTRA})") from e
+
+
+def quiet(tf) -> None:
+    """No progress bars or advice from transformers: arl prints its own progress."""
+    tf.utils.logging.set_verbosity_error()
+    tf.utils.logging.disable_progress_bar()
+
+
+@dataclass(frozen=True)
+class HFShape:
+    """What the loops read of a policy's config."""
+
+    vocab_size: int
+    block_size: int  # longest episode, in tokens
+
+
+@dataclass
+class HFCache:
+    """The per-row state of a batched rollout: HF's key/value cache and the mask over it."""
+
+    past: Any  # a transformers Cache (None before the first append)
+    mask: torch.Tensor  # (B, T_cache) 1 on real tokens, 0 on padding
+    lengths: torch.Tensor  # (B,) real tokens per row: the next position
+
+
+class HFPolicy(nn.Module):
+    """A causal LM and its chat renderer, used wherever a TinyAgent is."""
+
+    def __init__(self, model: nn.Module, renderer: ChatRenderer, block_size: int | None = None):
+        super().__init__()
+        self.model = model
+        self.renderer = renderer
+        cfg = model.config
+        limit = getattr(cfg, "max_position_embeddings", None) or 4096
+        params = inspect.signature(model.forward).parameters  # transformers 5 renamed it
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        self.config = HFShape(int(model.get_output_embeddings().weight.shape[0]),
+                              int(min(block_size or limit, limit)))  # fmt: skip
+
+    @property
+    def lm_head(self) -> nn.Module:
+        return self.model.get_output_embeddings()
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        """Logits for every position of right-padded (B, T) ids (causal: padding never leaks)."""
+        if idx.size(1) > self.config.block_size:
+            raise ArlError(
+                f"sequence of {idx.size(1)} tokens exceeds block_size {self.config.block_size}"
+            )
+        logits = self.model(input_ids=idx, use_cache=False).logits.float()  # (B, T, V)
+        if targets is None:
+            return logits, None
+        loss = nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
+
+    def new_cache(self, batch_size: int) -> HFCache:
+        dev = self.lm_head.weight.device
+        return HFCache(None, torch.zeros(batch_size, 0, dtype=torch.long, device=dev),
+                       torch.zeros(batch_size, dtype=torch.long, device=dev))  # fmt: skip
+
+    def extend(self, ids: torch.Tensor, n_new: torch.Tensor, cache: HFCache) -> torch.Tensor:
+        """Append n_new[b] of the (B, S) ids to row b; logits after each row's last new token.
+
+        Rows appending fewer than S tokens are padded; the padding stays in the cache, masked,
+        so every later query skips it. Returns (B, V); rows with n_new 0 get meaningless logits.
+        """
+        B, S = ids.size()
+        if int((cache.lengths + n_new).max()) > self.config.block_size:
+            raise ArlError(f"episode exceeds block_size {self.config.block_size}")
+        offs = torch.arange(S, device=ids.device)  # (S,)
+        real = (offs[None, :] < n_new[:, None]).long()  # (B, S)
+        pos = cache.lengths[:, None] + offs[None, :]  # (B, S) each row's own positions
+        mask = torch.cat([cache.mask, real], dim=1)  # (B, T_cache + S)
+        kw = {self._cache_arg: cache.past} if cache.past is not None else {}
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **kw)
+        cache.past = getattr(out, "cache", None) or out.past_key_values
+        cache.mask = mask
+        cache.lengths = cache.lengths + n_new
+        last = (n_new - 1).clamp(min=0)  # (B,)
+        return out.logits[torch.arange(B, device=ids.device), last].float()  # (B, V)
+
+    def save(self, path: str | Path) -> Path:
+        """A `from_pretrained` directory: the model and its tokenizer."""
+        path = Path(path)
+        self.model.save_pretrained(path)
+        self.renderer.tokenizer.save_pretrained(path)
+        return path
+
+
+def load_hf(
+    path_or_id: str, device: str = "cpu", dtype: str = "float32", block_size: int | None = None
+) -> HFPolicy:
+    """`AutoModelForCausalLM` and `AutoTokenizer` from a directory or a hub id, as a policy."""
+    tf = require_transformers()
+    quiet(tf)
+    if dtype not in DTYPES:
+        raise ArlError(f"dtype: must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ArlError(f"device {device!r}: CUDA is not available on this machine")
+    try:
+        tok = tf.AutoTokenizer.from_pretrained(path_or_id)
+        model = tf.AutoModelForCausalLM.from_pretrained(path_or_id, dtype=DTYPES[dtype])
+    except (OSError, ValueError) as e:
+        raise ArlError(f"--model {path_or_id}: {str(e).splitlines()[0]}") from e
+    model.to(device)
+    return HFPolicy(model, ChatRenderer.for_tokenizer(tok), block_size)

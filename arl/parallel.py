@@ -1,0 +1,137 @@
+"""Run one function over many arguments (seeds, `--set` values): in this process, in local
+processes, or as Ray tasks; results come back as each finishes.
+
+    for arg, result in run_many(run_seed, [(cfg, s) for s in seeds], where=Where(workers=2)):
+        save(arg, result)          # stream into the table, resume file, progress line
+
+Every argument is independent and deterministic (its own seed), so the same arguments give
+the same results wherever they run. A task that fails (an exception, or a worker process
+that dies) is retried up to `retries` times, then the run stops with its error; results
+already yielded stay yielded, so the caller's resume file keeps them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any
+
+from arl.errors import ArlError
+
+RAY_EXTRA = "pip install 'arl[ray]'"
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where tasks run: `workers` local processes (1: this process), or Ray at `ray`."""
+
+    workers: int = 1
+    ray: str | None = None  # None: no Ray; "local": start one here; else a cluster address
+    retries: int = 2  # reruns of a failed task before the run stops
+    threads: int = 1  # torch threads per task (one core per task)
+
+
+def run_many(
+    fn: Callable[..., Any], args: Sequence[tuple], where: Where = Where()
+) -> Iterator[tuple[tuple, Any]]:
+    """Yield (args, fn(*args)) for every args tuple, in the order they finish."""
+    if where.ray is not None:
+        yield from _on_ray(fn, args, where)
+    elif where.workers <= 1 or len(args) <= 1:
+        for a in args:
+            yield a, _retrying(fn, a, where.retries)
+    else:
+        yield from _in_processes(fn, args, where)
+
+
+def _retrying(fn, a, retries):
+    for attempt in range(retries + 1):
+        try:
+            return fn(*a)
+        except ArlError:
+            raise  # bad input: a rerun gives the same error
+        except Exception:
+            if attempt == retries:
+                raise
+
+
+def _with_threads(threads: int, fn, *a):
+    """Run fn(*a) with torch limited to `threads` (one task per core)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    return fn(*a)
+
+
+def _in_processes(fn, args, where: Where):
+    ctx = multiprocessing.get_context("spawn")
+    tries = {i: 0 for i in range(len(args))}
+    todo = list(range(len(args)))
+    while todo:
+        try:
+            with ProcessPoolExecutor(min(where.workers, len(todo)), mp_context=ctx) as pool:
+                running = {pool.submit(_with_threads, where.threads, fn, *args[i]): i for i in todo}
+                while running:
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        i = running.pop(fut)
+                        err = fut.exception()
+                        if isinstance(err, BrokenProcessPool):
+                            raise err
+                        if err is None:
+                            todo.remove(i)
+                            yield args[i], fut.result()
+                        elif isinstance(err, ArlError) or tries[i] >= where.retries:
+                            raise err
+                        else:
+                            tries[i] += 1
+                            running[pool.submit(_with_threads, where.threads, fn, *args[i])] = i
+        except BrokenProcessPool:  # a worker was killed: rerun what had not finished
+            for i in todo:
+                tries[i] += 1
+                if tries[i] > where.retries:
+                    raise ArlError(f"a worker process died {tries[i]} times; giving up") from None
+
+
+def require_ray():
+    """The ray module, or a one-line error naming the extra to install."""
+    try:
+        return importlib.import_module("ray")
+    except ImportError as e:
+        raise ArlError(f"--ray needs Ray ({RAY_EXTRA})") from e
+
+
+def init_ray(address: str | None, num_cpus: int | None = None):
+    """Connect to a cluster at `address`, or start a local Ray ("local"); idempotent."""
+    ray = require_ray()
+    if not ray.is_initialized():
+        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if address in (None, "local"):
+            kw["num_cpus"] = num_cpus or os.cpu_count()
+        else:
+            kw["address"] = address
+        try:
+            ray.init(**kw)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise ArlError(f"--ray {address}: {str(e).splitlines()[0]}") from e
+    return ray
+
+
+def _on_ray(fn, args, where: Where):
+    ray = init_ray(where.ray, where.workers if where.workers > 1 else None)
+    remote = ray.remote(num_cpus=1, max_retries=where.retries, retry_exceptions=True)(_with_threads)
+    running = {remote.remote(where.threads, fn, *a): a for a in args}
+    while running:
+        ready, _ = ray.wait(list(running), num_returns=1)
+        a = running.pop(ready[0])
+        try:
+            result = ray.get(ready[0])
+        except ray.exceptions.RayTaskError as e:
+            cause = e.cause if isinstance(getattr(e, "cause", None), Exception) else e
+            raise cause from None
+        yield a, result
