@@ -61,7 +61,7 @@ def test_a_failed_task_is_retried_and_bad_input_is_not(tmp_path):
     assert _all(Where(workers=1, retries=1), fails_once, args) == {args[0]: 20}
     with pytest.raises(RuntimeError, match="transient"):
         _all(Where(workers=1, retries=0), fails_once, [(str(tmp_path / "m2"), 2)])
-    with pytest.raises(ArlError, match="bad value 7"):
+    with pytest.raises(ArlError, match="bad value [78]"):  # whichever fails first
         _all(Where(workers=2), bad_input, [(7,), (8,)])
 
 
