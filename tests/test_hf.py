@@ -159,8 +159,8 @@ def test_one_step_of_each_recipe_changes_the_real_model(warm):
     policy, demos = warm
     policy = copy.deepcopy(policy)
     before = _params(policy)
-    rft = expert_iteration(policy, tasks_for("train"), RFTConfig(rounds=1, samples_per_task=2,
-                                                                 steps_per_round=1, batch_size=4))  # fmt: skip
+    one_round = RFTConfig(rounds=1, samples_per_task=2, steps_per_round=1, batch_size=4)
+    rft = expert_iteration(policy, tasks_for("train"), one_round)
     assert rft[0]["kept"] > 0 and not torch.equal(before, after := _params(policy))
     assert rft[0]["first_calls"]["read"] > 0  # the calls decoded by the model's own tokenizer
     blind = [scripted_rollout("blind", t, renderer=policy.renderer) for t in tasks_for("train")]
@@ -171,3 +171,40 @@ def test_one_step_of_each_recipe_changes_the_real_model(warm):
     pg = train_pg(policy, PGConfig(steps=1, tasks_per_step=4, group_size=4, eval_every=0, out=""),
                   tasks=tasks_for("train")[:8])  # fmt: skip
     assert pg[-1]["tasks_with_grad"] > 0 and not torch.equal(after2, _params(policy))
+
+
+# --- the command line -------------------------------------------------------------------
+
+
+def test_train_and_eval_a_real_model_from_the_command_line(hf_dir, tmp_path, capsys):
+    import json
+
+    from arl.cli.main import main
+
+    if "llama" in str(hf_dir):
+        pytest.skip("the CLI is checked once, on the Qwen2 model")
+    out = tmp_path / "sft"
+    code = main(["train", "sft", "--model", str(hf_dir), "--steps", "2", "--batch-size", "4",
+                 "--eval-samples", "1", "--out", str(out), "--quiet"])  # fmt: skip
+    assert code == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["source"] == str(hf_dir) and 0.0 <= res["eval/train_pass_rate"] <= 1.0
+    trained = load_hf(str(out / "final"))  # a from_pretrained directory, trained: it changed
+    base = load_hf(str(hf_dir))
+    assert not torch.equal(_params(trained), _params(base))
+    capsys.readouterr()
+    assert main(["eval", "--model", str(out / "final"), "--samples", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["episodes"] == 20
+    for argv, msg in [
+        (["eval", "--model", str(tmp_path / "nope"), "--samples", "1"], "--model"),
+        (["eval", "weak", "--model", str(hf_dir)], "not both"),
+        (["train", "sft", "--init", "untrained", "--dtype", "bfloat16", "--out",
+          str(tmp_path / "x")], "float32"),
+        (["train", "sft", "--model", str(hf_dir), "--device", "cuda:0", "--out",
+          str(tmp_path / "y")], "CUDA"),
+    ]:  # fmt: skip
+        if "cuda" in argv[-3] and torch.cuda.is_available():
+            continue
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert msg in err and "\n" not in err

@@ -46,6 +46,7 @@ positive_int = int_in(1, None, "a positive integer")
 unit_float = float_in(0.0, 1.0, open_lo=True)  # (0, 1]
 nonneg_float = float_in(0.0)  # [0, inf), finite
 finite_float = float_in()
+positive_float = float_in(0.0, open_lo=True)  # (0, inf), finite
 seed_int = int_in(0, SEED_MAX, f"a seed in [0, {SEED_MAX}]")
 
 

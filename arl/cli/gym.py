@@ -7,6 +7,7 @@ import json
 import os
 
 from arl.cli.args import nonneg_float, positive_int_max, seed_int, unit_float
+from arl.cli.recipes import DTYPES, policy_from
 from arl.errors import ArlError
 from arl.gym.families import SPLITS
 from arl.gym.policies import SCRIPTED
@@ -45,7 +46,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.out:
         check_writable(args.out)  # before the evaluation, not after it
-    policy = resolve_policy(args.policy, args.seed)
+    if args.model:
+        if args.policy:
+            raise ArlError("eval: give a policy or --model, not both")
+        policy = policy_from(argparse.Namespace(init=None, **vars(args)), args.seed)
+        args.policy = args.model
+    elif not args.policy:
+        raise ArlError("eval: which policy? (a name, a checkpoint, or --model PATH_OR_ID)")
+    else:
+        policy = resolve_policy(args.policy, args.seed)
     tasks = tasks_for(args.split)
     if not args.json:
         note = SPLIT_NOTE if args.split == "train" else ""
@@ -129,7 +138,10 @@ def cmd_tokens(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `eval`, `show` and `tokens` to the `arl` parser."""
     p = sub.add_parser("eval", help="measure a policy on a split of the gym")
-    p.add_argument("policy", help=POLICY_HELP)
+    p.add_argument("policy", nargs="?", help=POLICY_HELP)
+    p.add_argument("--model", help="a transformers causal LM (directory or hub id)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N] when present")
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--split", choices=SPLITS, default="train")
     p.add_argument(
         "--samples",

@@ -9,6 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from arl.cli import recipes
+from arl.cli.recipes import DTYPES, policy_from
 from arl.errors import ArlError
 from arl.logging_bridge import REPORT_TO
 from arl.progress import Progress
@@ -132,7 +134,8 @@ def cmd_pg(args: argparse.Namespace) -> int:
     allow = parse_allow_change(args.allow_change)
     if not config.out:
         raise ArlError("out: the CLI needs a run folder (--set out=DIR)")
-    check_init(args.init)
+    if not args.model:
+        check_init(args.init)
     hint = ", or --set resume=true to continue it"
     with claim_output_dir(  # before the (possibly long) loading of the starting policy
         config.out, "train pg", OWNED, overwrite=args.overwrite, reuse=config.resume, hint=hint
@@ -140,10 +143,11 @@ def cmd_pg(args: argparse.Namespace) -> int:
         # the sink first: a missing package is refused before a long load of the policy
         sink = make_sink(args.report_to, config.out, "train pg", asdict(config))
         try:
-            model = load_init(args.init, config.seed)
+            model = (policy_from(args, config.seed) if args.model or args.device != "cpu"
+                     else load_init(args.init, config.seed))  # fmt: skip
             console = Console()
             console.print(
-                f"arl train pg: {model.num_params():,} parameters from {args.init}; "
+                f"arl train pg: {model.num_params():,} parameters from {args.model or args.init}; "
                 f"{config.steps} steps x {config.episodes_per_step} episodes -> {config.out}"
             )
             with progress_bar(not args.quiet, config.steps) as bar:
@@ -168,7 +172,8 @@ def cmd_pg(args: argparse.Namespace) -> int:
             f"held-out {e['eval/heldout_pass']:.3f}"
         )
     if ckpts:
-        console.print(f"checkpoint: {ckpts[-1]} (arl eval {ckpts[-1]})")
+        how = f"arl eval --model {ckpts[-1]}" if args.model else f"arl eval {ckpts[-1]}"
+        console.print(f"checkpoint: {ckpts[-1]} ({how})")
     return 0
 
 
@@ -191,6 +196,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"starting policy: {', '.join(INITS)}, or a checkpoint directory",
     )
     g.add_argument(
+        "--model", help="a transformers causal LM (directory or hub id; replaces --init)"
+    )
+    g.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N] when present")
+    g.add_argument("--dtype", choices=DTYPES, default="float32", help="bfloat16: real models")
+    g.add_argument(
         "--overwrite", action="store_true", help="delete an earlier run's files in out first"
     )
     g.add_argument(
@@ -207,3 +217,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     g.set_defaults(func=cmd_pg)
+    recipes.register(ts)

@@ -22,7 +22,7 @@ import torch
 
 from arl.errors import ArlError
 from arl.logging_bridge import Sink, scalars
-from arl.model import TinyAgent, load_checkpoint, nonfinite_tensor, read_meta, save_checkpoint
+from arl.model import TinyAgent, load_checkpoint, nonfinite_tensor
 from arl.runio import (
     TMP_PREFIX,
     append_jsonl,
@@ -34,6 +34,7 @@ from arl.runio import (
     read_jsonl,
 )
 from arl.train.pg_config import PGConfig, flat_dict, flat_saved
+from arl.train.policy import checkpoint_extra, save_policy
 
 STATE_FILE = "trainer_state.pt"
 STATE_KEYS = {"step", "optimizer", "python_rng", "torch_rng", "reference", "queue", "cooldown",
@@ -91,7 +92,7 @@ def save_trainer_checkpoint(out: Path, step: int, model: TinyAgent, state: dict,
         data = buf.getvalue()
         atomic_write_bytes(tmp / STATE_FILE, data)
         files = {STATE_FILE: hashlib.sha256(data).hexdigest()}
-        save_checkpoint(model, tmp, extra={"kind": "pg", "step": step, "files": files})
+        save_policy(model, tmp, extra={"kind": "pg", "step": step, "files": files})
         if final.exists():
             shutil.rmtree(final)
         tmp.rename(final)  # atomic: a crash before this line leaves the last good checkpoint
@@ -107,7 +108,7 @@ def save_trainer_checkpoint(out: Path, step: int, model: TinyAgent, state: dict,
 
 def load_trainer_state(ckpt: Path) -> dict:
     """A checkpoint's trainer_state.pt, checked against the sha256 its config.json holds."""
-    meta = read_meta(ckpt)
+    meta = checkpoint_extra(ckpt)
     files = meta.get("files")
     want = files.get(STATE_FILE) if isinstance(files, dict) else None
     try:
@@ -138,6 +139,8 @@ def config_changes(saved: dict, config: PGConfig) -> dict[str, tuple[Any, Any]]:
 def resume_state(ckpt: Path, model: TinyAgent, config: PGConfig, allow_change) -> dict:
     """Load the newest checkpoint into `model` and return its trainer state, after checking
     that the model's shape and the PGConfig match it (keys in `allow_change` may differ)."""
+    if not isinstance(model, TinyAgent):
+        raise ArlError("resume: a run on a real model (--model) does not resume yet; start anew")
     loaded = load_checkpoint(ckpt)  # checksums, format, finiteness
     if loaded.config != model.config:
         a, b = asdict(loaded.config), asdict(model.config)

@@ -1,5 +1,6 @@
 """The starting policy of any command: `load_policy(spec)` with spec one of cold (the RL cold
-start), weak (the weak base), untrained (a seeded random TinyAgent), or a checkpoint directory.
+start), weak (the weak base), untrained (a seeded random TinyAgent), or a checkpoint directory;
+`load_any` adds a real model (`--model PATH_OR_ID`, arl.hf), and `save_policy` writes either.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from pathlib import Path
 from arl.errors import ArlError
 from arl.experiments import bases
 from arl.experiments.bases import BaseConfig
-from arl.model import TinyAgent, load_checkpoint
+from arl.model import TinyAgent, load_checkpoint, read_meta, save_checkpoint
+from arl.runio import atomic_write_json, read_json
 from arl.text import default_vocab
 
 INITS = ("cold", "weak", "untrained")
+EXTRA_FILE = "arl.json"  # beside a real model's weights: what arl adds to from_pretrained's files
 
 
 def looks_like_path(spec: str) -> bool:
@@ -62,3 +65,41 @@ def load_policy(spec: str, seed: int = 0) -> TinyAgent:
         return bases.new_model(BaseConfig(seed=seed))
     check_policy_spec(spec)
     return load_policy_dir(spec)
+
+
+def load_any(
+    init: str | None, model: str | None = None, seed: int = 0, device: str = "cpu",
+    dtype: str = "float32",
+):  # fmt: skip
+    """A `transformers` causal LM if `model` is given (arl.hf), else `load_policy(init)`."""
+    if model:
+        from arl.hf.policy import load_hf
+
+        return load_hf(model, device=device, dtype=dtype)
+    if dtype != "float32":
+        raise ArlError(f"--dtype {dtype}: TinyAgent trains in float32 (use --model for bf16)")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ArlError(f"device {device!r}: CUDA is not available on this machine")
+    return load_policy(init or "weak", seed).to(device)
+
+
+def save_policy(model, path: str | Path, extra: dict | None = None) -> Path:
+    """A TinyAgent checkpoint (arl.model), or a real model's `from_pretrained` directory with
+    `extra` in arl.json beside it."""
+    if isinstance(model, TinyAgent):
+        return save_checkpoint(model, path, extra=extra)
+    path = Path(path)
+    model.save(path)
+    atomic_write_json(path / EXTRA_FILE, extra or {})
+    return path
+
+
+def checkpoint_extra(path: str | Path) -> dict:
+    """What `save_policy` stored beside the weights (TinyAgent: its checked config.json)."""
+    path = Path(path)
+    if (path / EXTRA_FILE).is_file():
+        return read_json(path / EXTRA_FILE)
+    return read_meta(path)

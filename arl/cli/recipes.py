@@ -1,0 +1,191 @@
+"""`arl train sft|rft|dpo`: the demonstration recipes on TinyAgent or on a real model.
+
+Every recipe starts from `--init` (a TinyAgent: weak, cold, untrained, a checkpoint) or
+`--model PATH_OR_ID` (any `transformers` causal LM, rendered as a chat), trains on the
+training tasks, evaluates both splits, and writes OUT/metrics.jsonl, OUT/results.json and
+OUT/final (a TinyAgent checkpoint or a `from_pretrained` directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import random
+from dataclasses import asdict
+from pathlib import Path
+
+from arl.cli.args import nonneg_float, positive_float, positive_int, seed_int
+from arl.errors import ArlError
+
+OWNED = ("final", "final/*", "metrics.jsonl", "results.json")
+DEVICES = ("cpu", "cuda")
+DTYPES = ("float32", "bfloat16")
+
+
+def add_policy_flags(p: argparse.ArgumentParser, init_default: str | None = "weak") -> None:
+    """--init / --model / --device / --dtype: where the policy comes from and runs."""
+    p.add_argument(
+        "--init",
+        default=init_default,
+        help="a TinyAgent: cold, weak, untrained, or a checkpoint directory",
+    )
+    p.add_argument(
+        "--model",
+        help="a transformers causal LM: a local directory or a hub id "
+        "(AutoModelForCausalLM + its tokenizer; replaces --init)",
+    )
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N] when present")
+    p.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="float32",
+        help="bfloat16 for a real model on a GPU; TinyAgent trains in float32",
+    )
+
+
+def policy_from(args: argparse.Namespace, seed: int):
+    from arl.train.policy import load_any
+
+    return load_any(args.init, args.model, seed, args.device, args.dtype)
+
+
+def _evaluate(model, samples: int, seed: int) -> dict:
+    from arl.eval.metrics import evaluate
+    from arl.gym.tasks import tasks_for
+
+    out = {}
+    for split in ("train", "heldout"):
+        m, _ = evaluate(model, tasks_for(split), samples, seed=seed)
+        out |= {f"eval/{split}_{k}": m[k] for k in ("pass_rate", "malformed_per_episode")}
+    return out
+
+
+def _run(args: argparse.Namespace, recipe: str, train) -> int:
+    """Claim OUT, load the policy, train it with `train(model, progress)`, evaluate, save."""
+    from arl.progress import Progress
+    from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, dumps_finite
+    from arl.train.policy import save_policy
+
+    out = Path(args.out or f"runs/{recipe}")
+    with claim_output_dir(out, f"train {recipe}", OWNED, overwrite=args.overwrite):
+        model = policy_from(args, args.seed)
+        source = args.model or args.init
+        print(f"arl train {recipe}: {model.num_params():,} parameters from {source} -> {out}")
+        with Progress(recipe, enabled=not args.quiet) as bar:
+            history, settings = train(model, bar)
+            bar.event("evaluating both splits")
+            final = _evaluate(model, args.eval_samples, args.seed)
+        atomic_write_text(out / "metrics.jsonl", "".join(dumps_finite(r) + "\n" for r in history))
+        save_policy(model, out / "final", extra={"kind": recipe, "source": source})
+        results = {"recipe": recipe, "source": source, "settings": settings, **final}
+        atomic_write_json(out / "results.json", results)
+    print(
+        f"train pass {final['eval/train_pass_rate']:.3f}, held-out pass "
+        f"{final['eval/heldout_pass_rate']:.3f}; policy: {out / 'final'}"
+    )
+    return 0
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from arl.gym.tasks import tasks_for
+    from arl.rollout import renderer_of, scripted_rollout
+    from arl.train.sft import SFTConfig, sft_train
+
+    config = SFTConfig(args.steps, args.batch_size, args.lr, seed=args.seed)
+
+    def train(model, bar):
+        r = renderer_of(model)
+        demos = [scripted_rollout("oracle", t, renderer=r) for t in tasks_for("train")]
+        bar.total = config.steps
+
+        def hook(step: int, _model) -> None:
+            bar.update(step)
+
+        return sft_train(model, demos, config, hook=hook, hook_every=1), asdict(config)
+
+    return _run(args, "sft", train)
+
+
+def cmd_rft(args: argparse.Namespace) -> int:
+    from arl.gym.tasks import tasks_for
+    from arl.train.rft import RFTConfig, expert_iteration
+
+    config = RFTConfig(
+        rounds=args.rounds,
+        samples_per_task=args.samples,
+        steps_per_round=args.steps_per_round,
+        lr=args.lr,
+        filter=args.filter,
+        seed=args.seed,
+    )
+
+    def train(model, bar):
+        bar.total = config.rounds
+
+        def hook(r: int, _model) -> None:
+            bar.update(r + 1)
+
+        return expert_iteration(model, tasks_for("train"), config, hook=hook), asdict(config)
+
+    return _run(args, "rft", train)
+
+
+def cmd_dpo(args: argparse.Namespace) -> int:
+    from arl.eval.metrics import run_policy
+    from arl.gym.tasks import tasks_for
+    from arl.train.dpo import DPOConfig, build_pairs, dpo_train
+
+    config = DPOConfig(steps=args.steps, beta=args.beta, lr=args.lr, nll_weight=args.nll_weight)
+
+    def train(model, bar):
+        samples = run_policy(model, tasks_for("train"), args.samples, seed=args.seed)
+        pairs = build_pairs(samples, random.Random(args.seed))
+        if not pairs:
+            raise ArlError(
+                f"dpo: no task had both a passing and a failing episode in "
+                f"{args.samples} samples; raise --samples or start from a stronger "
+                "policy"
+            )
+        bar.event(f"{len(pairs)} (chosen, rejected) pairs from {len(samples)} episodes")
+        bar.total = config.steps
+
+        def hook(step: int, _model) -> None:
+            bar.update(step)
+
+        history = dpo_train(model, copy.deepcopy(model), pairs, config, hook=hook, hook_every=1)
+        return history, {**asdict(config), "pairs": len(pairs), "samples": args.samples}
+
+    return _run(args, "dpo", train)
+
+
+def _common(p: argparse.ArgumentParser, recipe: str) -> None:
+    add_policy_flags(p)
+    p.add_argument("--lr", type=positive_float, default=1e-3)
+    p.add_argument("--seed", type=seed_int, default=0)
+    p.add_argument("--eval-samples", type=positive_int, default=4, help="episodes per task")
+    p.add_argument("--out", help=f"the run folder (default runs/{recipe})")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier run in OUT")
+    p.add_argument("--quiet", action="store_true", help="no progress")
+
+
+def register(ts: argparse._SubParsersAction) -> None:
+    """Add sft, rft and dpo to `arl train`."""
+    p = ts.add_parser("sft", help="SFT on the 20 oracle demonstrations (action mask)")
+    _common(p, "sft")
+    p.add_argument("--steps", type=positive_int, default=40)
+    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.set_defaults(func=cmd_sft)
+    p = ts.add_parser("rft", help="expert iteration: sample, keep passing episodes, SFT on them")
+    _common(p, "rft")
+    p.add_argument("--rounds", type=positive_int, default=4)
+    p.add_argument("--samples", type=positive_int, default=16, help="episodes per task per round")
+    p.add_argument("--steps-per-round", type=positive_int, default=15)
+    p.add_argument("--filter", choices=("hidden", "public"), default="hidden")
+    p.set_defaults(func=cmd_rft)
+    p = ts.add_parser("dpo", help="offline DPO on the policy's own passing / failing episodes")
+    _common(p, "dpo")
+    p.add_argument("--steps", type=positive_int, default=100)
+    p.add_argument("--samples", type=positive_int, default=8, help="episodes per task")
+    p.add_argument("--beta", type=positive_float, default=0.1)
+    p.add_argument("--nll-weight", type=nonneg_float, default=0.0, help="1.0: DPO + NLL")
+    p.set_defaults(func=cmd_dpo)
