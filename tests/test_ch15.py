@@ -104,3 +104,19 @@ def test_a_killed_run_resumes_without_rerunning_finished_seeds(tmp_path, monkeyp
     (out / "results.json").unlink()
     with pytest.raises(ch15_seeds.ArlError, match="other settings"):
         ch15_seeds.run_seeds(replace(cfg, eval_samples=2), [0, 1], out, quick=True)
+
+
+@pytest.mark.slow
+def test_seeds_on_ray_give_the_table_of_seeds_in_one_process(tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'arl[ray]')")
+    monkeypatch.setenv("ARL_CACHE", str(tmp_path / "cache"))
+    cfg = ch15.Ch15Config().quick()
+    one = ch15_seeds.run_seeds(cfg, [0, 1], tmp_path / "one", quick=True)
+    try:
+        on_ray = ch15_seeds.run_seeds(cfg, [0, 1], tmp_path / "ray", quick=True, workers=2,
+                                      ray="local")  # fmt: skip
+    finally:
+        ray.shutdown()
+    strip = lambda runs: [{k: v for k, v in R.items() if k != "timings_s"} for R in runs]  # noqa: E731
+    assert json.dumps(strip(on_ray["runs"])) == json.dumps(strip(one["runs"]))
+    assert on_ray["table"] == one["table"]

@@ -11,6 +11,15 @@ from arl.experiments import ch15_table
 PROBLEM_NUMBERS = (1, 2, 3, 4, 7, 8, 9, 12, 13, 16, 17, 26, 28)
 
 
+def add_ray_flag(p: argparse.ArgumentParser) -> None:
+    """--ray [ADDRESS]: seeds as Ray tasks, on a local Ray (no address) or a cluster."""
+    p.add_argument(
+        "--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+        help="run the seeds as Ray tasks (pip install 'arl[ray]'): a local Ray with --workers "
+        "CPUs, or the cluster at ADDRESS (e.g. ray://head:10001 or auto)",
+    )  # fmt: skip
+
+
 def cmd_ch15(args: argparse.Namespace) -> int:
     """Run the seeds (or recompute the table of a finished run), then print the results."""
     import os
@@ -27,10 +36,11 @@ def cmd_ch15(args: argparse.Namespace) -> int:
     if args.retable:
         payload = ch15_seeds.retable(Path(args.out))
     else:
-        log(f"arl reproduce ch15: seeds {seeds[0]}..{seeds[-1]} in {workers} process(es)"
+        where = f"Ray tasks ({args.ray})" if args.ray else f"{workers} process(es)"
+        log(f"arl reproduce ch15: seeds {seeds[0]}..{seeds[-1]} in {where}"
             f"{' (quick settings)' if args.quick else ''}; progress lines follow")  # fmt: skip
         payload = ch15_seeds.run_seeds(cfg, seeds, Path(args.out), quick=args.quick,
-                                       workers=workers, overwrite=args.overwrite,
+                                       workers=workers, ray=args.ray, overwrite=args.overwrite,
                                        log=log)  # fmt: skip
     print_ch15(payload, Path(args.out))
     return 0
@@ -97,6 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="parallel processes (default: one per core, at most one per seed)",
     )
+    add_ray_flag(c)
     c.add_argument(
         "--overwrite",
         action="store_true",

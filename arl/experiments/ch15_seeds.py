@@ -16,6 +16,7 @@ from arl.errors import ArlError
 from arl.experiments.ch15 import Ch15Config, run_seed
 from arl.experiments.ch15_figures import draw_figures
 from arl.experiments.ch15_table import aggregate, cost_table, markdown, rows
+from arl.parallel import Where, run_many
 from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, plain
 
 
@@ -59,16 +60,18 @@ def run_seeds(
     *,
     quick: bool = False,
     workers: int = 1,
+    ray: str | None = None,
     overwrite: bool = False,
     log: Callable[[str], None] = lambda line: None,
 ) -> dict:
-    """Run every seed (in `workers` processes), resuming finished seeds from
-    results.partial.json; write results.json, table.md and the figures; return the payload."""
+    """Run every seed (in `workers` processes, or as Ray tasks at `ray`: "local" or a cluster
+    address), resuming finished seeds from results.partial.json; write results.json, table.md
+    and the figures; return the payload. Same seeds, same results wherever they ran."""
     with claim_output_dir(out, "reproduce ch15", OWNED, overwrite=overwrite, reuse=not overwrite):
-        return _run_seeds(cfg, seeds, out, quick, workers, log)
+        return _run_seeds(cfg, seeds, out, quick, Where(workers=workers, ray=ray), log)
 
 
-def _run_seeds(cfg, seeds, out, quick, workers, log) -> dict:
+def _run_seeds(cfg, seeds, out, quick, where: Where, log) -> dict:
     done = resume_state(out, cfg, quick)
     todo = [s for s in seeds if s not in done]
     if set(done) & set(seeds):
@@ -82,18 +85,8 @@ def _run_seeds(cfg, seeds, out, quick, workers, log) -> dict:
         log(f"seed {R['seed']} done in {sum(R['timings_s'].values()):.0f} s "
             f"({len(set(done) & set(seeds))}/{len(seeds)})")  # fmt: skip
 
-    if workers <= 1 or len(todo) <= 1:
-        for seed in todo:
-            finished(run_seed(cfg, seed, ckpt(seed)))
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(workers, len(todo)), mp_context=ctx) as pool:
-            futures = [pool.submit(run_seed, cfg, seed, ckpt(seed)) for seed in todo]
-            for fut in as_completed(futures):
-                finished(fut.result())
+    for _, R in run_many(run_seed, [(cfg, seed, ckpt(seed)) for seed in todo], where):
+        finished(R)  # as each seed finishes: a kill loses only the seeds in flight
     payload = write_outputs(out, {**_settings(cfg, quick), "seeds": seeds,
                                   "runs": [done[s] for s in seeds]})  # fmt: skip
     (out / "results.partial.json").unlink(missing_ok=True)
