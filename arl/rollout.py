@@ -169,10 +169,18 @@ def rollout_batch(
     was_training = model.training
     model.eval()
     end_id = renderer.end_id
+    # A padded cache (a real model's) stores every row's padding: rows that ended a call wait
+    # for the others, and the turn's observations are appended together, once per turn.
+    by_turn = bool(getattr(model, "pads_cache", False))
+    waiting: list[list[int] | None] = [None] * B  # a row's observation, held for the turn
     while True:
         live = [b for b in range(B) if eps[b].outcome is None]
         if not live:
             break
+        if by_turn and all(waiting[b] is not None for b in live):  # every call ended: append
+            for b in live:
+                pending[b], waiting[b] = waiting[b], None
+        fed = [b for b in live if pending[b]]  # rows that sample a token this step
         if cache is not None:  # feed what each row has pending; logits after its last token
             S = max(len(p) for p in pending)
             ids = torch.tensor([p + [0] * (S - len(p)) for p in pending])  # (B, S), one copy
@@ -185,11 +193,11 @@ def rollout_batch(
             full, _ = model(ids.to(device))  # (B, L, V)
             last = torch.tensor([len(r) - 1 for r in rows])
             logits = full[torch.arange(B), last]  # (B, V)
-        if len(live) < B:
-            logits = logits[live]
-        tok, logp = sample(logits.cpu(), temperature, top_p, gen)  # (n_live,), (n_live,)
+        if len(fed) < B:
+            logits = logits[fed]
+        tok, logp = sample(logits.cpu(), temperature, top_p, gen)  # (n_fed,), (n_fed,)
         pending = [[] for _ in eps]
-        for b, t, lp in zip(live, tok.tolist(), logp.tolist(), strict=True):
+        for b, t, lp in zip(fed, tok.tolist(), logp.tolist(), strict=True):
             ep = eps[b]
             ep.transcript.act(t, lp)
             call_len[b] += 1
@@ -199,5 +207,7 @@ def rollout_batch(
                 over = _after_call(ep, n, room) is None
                 # next: the call's last token and the observation after it; nothing once over
                 pending[b] = [] if over else ep.transcript.ids[ep.transcript.calls[-1][1] - 1 :]
+                if by_turn and not over:
+                    pending[b], waiting[b] = [], pending[b]
     model.train(was_training)
     return [ep.trajectory() for ep in eps]

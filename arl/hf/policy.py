@@ -64,6 +64,8 @@ class HFCache:
 class HFPolicy(nn.Module):
     """A causal LM and its chat renderer, used wherever a TinyAgent is."""
 
+    pads_cache = True  # rows share one cache length: rollouts append observations per turn
+
     def __init__(self, model: nn.Module, renderer: ChatRenderer, block_size: int | None = None):
         super().__init__()
         self.model = model
