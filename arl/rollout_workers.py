@@ -38,6 +38,9 @@ class _Worker:
         self.sample_fn = sample_fn
         self.version = -1
 
+    def ready(self) -> bool:
+        return True
+
     def run(self, version: int, weights: dict | None, tasks: Sequence, seed: int):
         if weights is not None and version != self.version:
             self.policy.load_state_dict(weights)
@@ -89,6 +92,7 @@ class RolloutWorkers:
         actor = ray.remote(num_cpus=1, max_restarts=restarts, max_task_retries=restarts)(_Worker)
         blob = ray.put(policy_bytes(model))
         self.workers = [actor.remote(blob, sample_fn, threads) for _ in range(n)]
+        ray.get([w.ready.remote() for w in self.workers])  # all started: a bad setup fails here
         self.idle = list(range(n))
         self.running: dict = {}  # ObjectRef -> worker index
         self._weights: tuple[int, Any] | None = None

@@ -66,7 +66,8 @@ def test_a_failed_task_is_retried_and_bad_input_is_not(tmp_path):
 
 
 def test_a_killed_worker_process_is_replaced_and_its_task_rerun(tmp_path):
-    args = [(str(tmp_path / f"m{i}"), i) for i in range(3)]
+    # each task kills its worker once; a broken pool charges every unfinished task a rerun
+    args = [(str(tmp_path / f"m{i}"), i) for i in range(2)]
     got = _all(Where(workers=2, retries=2), dies_once, args)
     assert got == {a: a[1] * 10 for a in args}
     with pytest.raises(ArlError, match="died"):

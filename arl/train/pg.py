@@ -21,7 +21,7 @@ import torch
 
 from arl.batch import Batch, collate
 from arl.errors import ArlError, Diverged
-from arl.gym.tasks import Task, tasks_for
+from arl.gym.tasks import Task, get_task, tasks_for
 from arl.logging_bridge import OWNED as SINK_OWNED
 from arl.logging_bridge import Sink
 from arl.losses import (
@@ -84,7 +84,7 @@ def choose_tasks(pool: Sequence[Task], s: LoopState, n: int, step: int) -> list[
     return eligible + extra + s.rng.choices(pool, k=n - len(eligible) - len(extra))
 
 
-def refill(sampler, pool, chosen, groups, config: PGConfig, s: LoopState) -> int:
+def refill(draw, pool, chosen, groups, config: PGConfig, s: LoopState) -> int:
     """Dynamic sampling: replace all-equal groups by groups of other tasks, in place; returns
     the episodes sampled for it."""
     sampled = 0
@@ -98,12 +98,61 @@ def refill(sampler, pool, chosen, groups, config: PGConfig, s: LoopState) -> int
             new_tasks = s.rng.sample(fresh, len(bad))
         else:
             new_tasks = [s.rng.choice(fresh) for _ in bad]
-        new = sample_groups(sampler, new_tasks, config, s.rng.randrange(2**31))
+        new = draw(new_tasks, s.rng.randrange(2**31))
         sampled += len(new_tasks) * config.group_size
         for j, i in enumerate(bad):
             if not degenerate_groups(group_rewards([new[j]]))[0]:
                 groups[i], chosen[i] = new[j], new_tasks[j]
     return sampled
+
+
+def remote_groups(policy, tasks: Sequence[Task], seed: int, config: PGConfig):
+    """A rollout worker's job: sample_groups on the worker's copy of the policy."""
+    return sample_groups(policy, tasks, config, seed)
+
+
+class Rollouts:
+    """Where a step's groups come from: this process, or `rollout_workers` Ray actors.
+
+    Synchronous (the default): the sampler's weights (k steps old under `staleness` k) go
+    to a worker and the step waits, so the episodes are the in-process ones. Asynchronous:
+    every worker always holds a job planned from the newest weights; a step takes the first
+    one that finishes, `lag` updates old, and drops it (and samples again) past `staleness`.
+    """
+
+    def __init__(self, model, config: PGConfig):
+        self.config, self.workers, self.dropped = config, None, 0
+        if config.rollout_workers:
+            from functools import partial
+
+            from arl.rollout_workers import RolloutWorkers
+
+            job = partial(remote_groups, config=config)
+            self.workers = RolloutWorkers(model, job, config.rollout_workers, config.ray_address)
+
+    def sample(self, sampler, version: int, tasks: Sequence[Task], seed: int) -> list:
+        """The groups of `tasks`, sampled now by `sampler` (weights `version`)."""
+        if self.workers is None:
+            return sample_groups(sampler, tasks, self.config, seed)
+        self.workers.submit(version, sampler.state_dict(), tasks, seed)
+        return self.workers.next()[1]
+
+    def ahead(self, model, pool, s: LoopState, step: int) -> tuple[list[Task], list, int]:
+        """Async: the first finished job within the staleness bound: (tasks, groups, lag)."""
+        k = self.config.tasks_per_step
+        while True:
+            while self.workers.idle:  # keep every worker busy, from the newest weights
+                planned = choose_tasks(pool, s, k, step)
+                self.workers.submit(step - 1, model.state_dict(), planned, s.rng.randrange(2**31))
+            version, groups = self.workers.next()
+            lag = step - 1 - version  # optimizer steps since those weights
+            if lag <= self.config.staleness:
+                return [get_task(g[0].task) for g in groups], groups, lag
+            self.dropped += 1
+
+    def close(self) -> None:
+        if self.workers is not None:
+            self.workers.close()
 
 
 def sampler_of(model: TinyAgent, behavior: TinyAgent | None, s: LoopState, k: int) -> TinyAgent:
@@ -216,14 +265,27 @@ def update(model, batch, adv_B, prox, ref_logp, config: PGConfig, s: LoopState, 
 # --- one step, and the loop ---------------------------------------------------------------------
 
 
-def pg_step(model, behavior, pool, config: PGConfig, s: LoopState, step: int, collate_fn: Collate):
+def pg_step(model, behavior, pool, config: PGConfig, s: LoopState, step: int, collate_fn: Collate,
+            rollouts: Rollouts):  # fmt: skip
     """Sample, score, advantage and update once; the step's metrics record."""
     t0 = time.perf_counter()
-    sampler = sampler_of(model, behavior, s, config.staleness)
-    chosen = choose_tasks(pool, s, config.tasks_per_step, step)
-    groups = sample_groups(sampler, chosen, config, s.rng.randrange(2**31))
-    degenerate0 = degenerate_groups(group_rewards(groups))  # (N,)
-    sampled = len(chosen) * config.group_size + refill(sampler, pool, chosen, groups, config, s)
+    extra = {}
+    if config.async_rollouts:
+        chosen, groups, lag = rollouts.ahead(model, pool, s, step)
+        extra = {"rollout/staleness": lag, "rollout/dropped": rollouts.dropped}
+        sampled = len(chosen) * config.group_size
+        degenerate0 = degenerate_groups(group_rewards(groups))  # (N,)
+    else:
+        sampler = sampler_of(model, behavior, s, config.staleness)
+        version = max(step - 1 - config.staleness, 0)  # updates in the sampler's weights
+
+        def draw(tasks: Sequence[Task], seed: int) -> list:
+            return rollouts.sample(sampler, version, tasks, seed)
+
+        chosen = choose_tasks(pool, s, config.tasks_per_step, step)
+        groups = draw(chosen, s.rng.randrange(2**31))
+        degenerate0 = degenerate_groups(group_rewards(groups))  # (N,)
+        sampled = len(chosen) * config.group_size + refill(draw, pool, chosen, groups, config, s)
     degenerate = degenerate_groups(group_rewards(groups))  # (N,) after the refills
     for t, d in zip(chosen, degenerate.tolist(), strict=True):
         if d and config.filter_cooldown:
@@ -254,7 +316,7 @@ def pg_step(model, behavior, pool, config: PGConfig, s: LoopState, step: int, co
             "degenerate_frac": float(degenerate0.float().mean()),
             "degenerate_frac_final": float(degenerate.float().mean()),
             "tasks_with_grad": len(nonzero), "episodes_sampled": sampled, **u,
-            "entropy_coef": s.entropy_coef,
+            "entropy_coef": s.entropy_coef, **extra,
             "time/sample": t1 - t0, "time/train": t2 - t1, "time/step": t2 - t0}  # fmt: skip
 
 
@@ -300,6 +362,7 @@ def train_pg(
         if out is not None and config.resume:
             checkpoint.restore(out, model, s, config, allow_change)
         log = RunLog(out, config, s.step, steps, sink)
+        rollouts = Rollouts(model, config)
 
         def run_hooks(step: int) -> None:
             record = {}
@@ -316,7 +379,7 @@ def train_pg(
             model.train()
             for step in range(s.step + 1, steps + 1):
                 s.step = step
-                record = pg_step(model, behavior, pool, config, s, step, collate_fn)
+                record = pg_step(model, behavior, pool, config, s, step, collate_fn, rollouts)
                 log(record)
                 if progress is not None:
                     progress(record)
@@ -326,5 +389,6 @@ def train_pg(
         except Diverged as e:
             raise Diverged(f"{e}{checkpoint.last_good(out)}") from None
         finally:
+            rollouts.close()
             log.close()
         return log.history

@@ -26,6 +26,7 @@ INT_RANGES = {
     "eval_samples": (1, 1000), "keep_checkpoints": (1, 1000), "max_refills": (0, 100),
     "filter_cooldown": (0, 10_000_000), "staleness": (0, 1000), "eval_every": (0, 10_000_000),
     "save_every": (0, 10_000_000), "ref_reset_every": (0, 10_000_000),
+    "rollout_workers": (0, 1024),
 }  # fmt: skip
 FLOAT_RANGES = {
     "weight_decay": (0, MAX_FLOAT), "grad_clip": (0, MAX_FLOAT), "kl_beta": (0, MAX_FLOAT),
@@ -88,6 +89,10 @@ class PGConfig:
     staleness: int = 1  # k: rollouts come from weights k optimizer steps old (0: on-policy)
     is_correction: bool = True  # multiply each token by min(pi_prox / mu, is_cap)
     is_cap: float = 2.0  # C, the importance-weight cap
+    # --- rollout workers on Ray (the `staleness` bound and the correction apply to them)
+    rollout_workers: int = 0  # Ray actors that sample the rollouts (0: this process samples)
+    async_rollouts: bool = False  # workers sample ahead on older weights, at most `staleness`
+    ray_address: str = "local"  # "local": a Ray started here; else a cluster address
     # --- bookkeeping
     eval_every: int = 0  # evaluate train and held-out pass rates every N steps (0: off)
     eval_samples: int = 4  # episodes per task in each evaluation
@@ -120,6 +125,10 @@ class PGConfig:
             )
         if self.resume and not self.out:
             self._refuse("resume", "needs out")
+        if self.async_rollouts and not self.rollout_workers:
+            self._refuse("async_rollouts", "needs rollout_workers >= 1")
+        if self.async_rollouts and self.dynamic_sampling:
+            self._refuse("dynamic_sampling", "is synchronous: not with async_rollouts")
 
     def _refuse(self, name: str, what: str) -> None:
         raise ArlError(f"{name}: {what}, got {getattr(self, name)!r}")
