@@ -90,8 +90,8 @@ class RolloutWorkers:
         ray = init_ray(where, num_cpus=max(n, 1))
         self.ray = ray
         actor = ray.remote(num_cpus=1, max_restarts=restarts, max_task_retries=restarts)(_Worker)
-        blob = ray.put(policy_bytes(model))
-        self.workers = [actor.remote(blob, sample_fn, threads) for _ in range(n)]
+        self.blob = ray.put(policy_bytes(model))  # held: a restarted actor is built from it
+        self.workers = [actor.remote(self.blob, sample_fn, threads) for _ in range(n)]
         ray.get([w.ready.remote() for w in self.workers])  # all started: a bad setup fails here
         self.idle = list(range(n))
         self.running: dict = {}  # ObjectRef -> worker index
