@@ -110,7 +110,8 @@ def init_ray(address: str | None, num_cpus: int | None = None):
     """Connect to a cluster at `address`, or start a local Ray ("local"); idempotent."""
     ray = require_ray()
     if not ray.is_initialized():
-        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        # log_to_driver: the tasks' progress lines (stderr) reach this terminal, prefixed
+        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
         if address in (None, "local"):
             kw["num_cpus"] = num_cpus or os.cpu_count()
         else:

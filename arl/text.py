@@ -81,8 +81,37 @@ def render_observation(
     return ids, owners
 
 
+class Growing:
+    """What every transcript does with its ids, owners, log-probs and call spans."""
+
+    ids: list[int]
+    owners: list[int]
+    logps: list[float]  # the sampler's, on policy tokens; else 0
+    calls: list[tuple[int, int]]  # [start, end) of each call
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _add(self, ids: Sequence[int], owners: Sequence[int]) -> None:
+        self.ids += ids
+        self.owners += owners
+        self.logps += [0.0] * len(ids)
+
+    def act(self, token: int, logp: float = 0.0) -> None:
+        """One policy token, with the sampler's log-probability of it."""
+        self.ids.append(token)
+        self.owners.append(POLICY)
+        self.logps.append(logp)
+
+    def _call(self, n: int) -> list[int]:
+        """The last `n` policy tokens are one call: record its span; return its ids."""
+        start = len(self.ids) - n
+        self.calls.append((start, len(self.ids)))
+        return self.ids[start:]
+
+
 @dataclass
-class Transcript:
+class Transcript(Growing):
     """An episode as rendered so far: ids, owners, the sampler's log-probs, call spans.
 
     Start it with `begin`, then per turn: the policy's tokens (`act`), `end_call`, and
@@ -103,25 +132,9 @@ class Transcript:
         tr._add(*render_prompt(task_name, vocab))
         return tr
 
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def _add(self, ids: Sequence[int], owners: Sequence[int]) -> None:
-        self.ids += ids
-        self.owners += owners
-        self.logps += [0.0] * len(ids)
-
-    def act(self, token: int, logp: float = 0.0) -> None:
-        """One policy token, with the sampler's log-probability of it."""
-        self.ids.append(token)
-        self.owners.append(POLICY)
-        self.logps.append(logp)
-
     def end_call(self, n: int) -> list[str]:
         """The last `n` policy tokens are one call: record its span; its words, for the env."""
-        start = len(self.ids) - n
-        self.calls.append((start, len(self.ids)))
-        return self.vocab.decode(self.ids[start:])
+        return self.vocab.decode(self._call(n))
 
     def observe(self, words: Sequence[str], limit: int | None = None) -> list[str] | None:
         """Add the environment's answer; returns its words as the policy reads them (the

@@ -110,3 +110,25 @@ def test_example_config_is_valid_and_uses_the_defaults():
     defaults = PGConfig()
     differ = {k for k in values if getattr(config, k) != getattr(defaults, k)}
     assert differ <= {"out", "eval_every", "save_every"}
+
+
+def test_a_sweep_runs_one_folder_per_value_and_skips_finished_points(cli, tmp_path, init):
+    out = tmp_path / "sweep"
+    argv = ["train", "pg", "--init", init, "--quiet", *SMALL, "--set", "steps=1",
+            "--set", f"out={out}", "--sweep", "seed=3,4"]  # fmt: skip
+    code, stdout, err = cli(*argv)
+    assert code == 0, err
+    points = json.loads((out / "sweep.json").read_text())["points"]
+    assert set(points) == {"3", "4"}
+    for seed in (3, 4):
+        text = (out / f"seed={seed}" / "metrics.jsonl").read_text()
+        rows = [json.loads(x) for x in text.splitlines()]
+        assert rows[-1]["step"] == 1
+        assert json.loads((out / f"seed={seed}" / "config.json").read_text())["seed"] == seed
+    a, b = (json.loads((out / f"seed={s}" / "metrics.jsonl").read_text().splitlines()[-1])
+            for s in (3, 4))  # fmt: skip
+    assert a["reward"] != b["reward"] or a["entropy"] != b["entropy"]  # each its own seed
+    code, stdout, _ = cli(*argv)  # killed and started again: finished points are not rerun
+    assert code == 0 and stdout.count("already finished") == 2
+    code, _, err = cli(*argv[:-1], "seed=3,x")
+    assert code == 2 and "seed" in err and "\n" not in err.strip()

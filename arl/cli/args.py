@@ -53,3 +53,12 @@ seed_int = int_in(0, SEED_MAX, f"a seed in [0, {SEED_MAX}]")
 def positive_int_max(hi: int) -> Callable[[str], int]:
     """A positive integer with a documented upper bound (a size that would run until killed)."""
     return int_in(1, hi, f"a positive integer <= {hi:,}")
+
+
+def add_ray_flag(p: argparse.ArgumentParser) -> None:
+    """--ray [ADDRESS]: seeds as Ray tasks, on a local Ray (no address) or a cluster."""
+    p.add_argument(
+        "--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+        help="run the seeds as Ray tasks (pip install 'arl[ray]'): a local Ray with --workers "
+        "CPUs, or the cluster at ADDRESS (e.g. ray://head:10001 or auto)",
+    )  # fmt: skip

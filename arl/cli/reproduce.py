@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from arl.cli.args import int_in, positive_int, seed_int
+from arl.cli.args import add_ray_flag, int_in, positive_int, seed_int
 from arl.experiments import ch15_table
 
 # the keys of arl.experiments.problems.PROBLEMS (a test checks), here so --help stays fast
 PROBLEM_NUMBERS = (1, 2, 3, 4, 7, 8, 9, 12, 13, 16, 17, 26, 28)
-
-
-def add_ray_flag(p: argparse.ArgumentParser) -> None:
-    """--ray [ADDRESS]: seeds as Ray tasks, on a local Ray (no address) or a cluster."""
-    p.add_argument(
-        "--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-        help="run the seeds as Ray tasks (pip install 'arl[ray]'): a local Ray with --workers "
-        "CPUs, or the cluster at ADDRESS (e.g. ray://head:10001 or auto)",
-    )  # fmt: skip
 
 
 def cmd_ch15(args: argparse.Namespace) -> int:

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from arl.cli import recipes
+from arl.cli.args import int_in
 from arl.cli.recipes import DTYPES, policy_from
+from arl.cli.reproduce import add_ray_flag
 from arl.errors import ArlError
 from arl.logging_bridge import REPORT_TO
 from arl.progress import Progress
@@ -117,6 +119,34 @@ def progress_bar(enabled: bool, steps: int) -> Iterator[Callable[[dict], None] |
         yield update
 
 
+def cmd_sweep(args: argparse.Namespace, values: dict) -> int:
+    """`--sweep KEY=V1,V2,...`: one run per value, in processes or on Ray; a summary table."""
+    from arl.parallel import Where
+    from arl.runio import atomic_write_json
+    from arl.train.sweep import sweep
+
+    key, sep, text = args.sweep.partition("=")
+    key = key.strip()
+    if not sep or not text.strip():
+        raise ArlError(f"--sweep {args.sweep!r}: expected KEY=V1,V2,...")
+    points = [parse_overrides([f"{key}={v}"], {}) for v in text.split(",")]
+    chosen = [p["env"][key[4:]] if key.startswith("env.") else p[key] for p in points]
+    for v in chosen:  # every point's config is valid before anything runs
+        make_config(parse_overrides([f"{key}={v}"], values))
+    check_init(args.init)
+    where = Where(workers=args.workers or 1, ray=args.ray)
+    print(f"arl train pg: sweep {key} over {chosen} -> {values['out']}/{key}=VALUE")
+    rows = {}
+    for value, result in sweep(values, key, chosen, args.init, where):
+        rows[str(value)] = result
+        last = result.get("last", {})
+        print(f"{key}={value}: " + (f"pass {last['pass_rate']:.3f}, reward {last['reward']:.3f}"
+                                   if last else "already finished"))  # fmt: skip
+    Path(values["out"]).mkdir(parents=True, exist_ok=True)
+    atomic_write_json(Path(values["out"]) / "sweep.json", {"key": key, "points": rows})
+    return 0
+
+
 def cmd_pg(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -130,6 +160,8 @@ def cmd_pg(args: argparse.Namespace) -> int:
     values = read_config_file(args.config) if args.config else {}
     values = parse_overrides(args.set or [], values)
     values.setdefault("out", "runs/pg")
+    if args.sweep:
+        return cmd_sweep(args, values)
     config = make_config(values)
     allow = parse_allow_change(args.allow_change)
     if not config.out:
@@ -216,5 +248,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "wandb (offline unless WANDB_MODE is set)",
     )
     g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.add_argument(
+        "--sweep",
+        metavar="KEY=V1,V2,...",
+        help="one run per value (e.g. seed=0,1,2 or lr=1e-4,3e-4), each in OUT/KEY=V",
+    )
+    g.add_argument("--workers", type=int_in(1, 64), default=None, help="sweep processes")
+    add_ray_flag(g)
     g.set_defaults(func=cmd_pg)
     recipes.register(ts)

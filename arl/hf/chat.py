@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arl.errors import ArlError
-from arl.types import ENV, POLICY, PROMPT, TEMPLATE
+from arl.text import Growing
+from arl.types import ENV, PROMPT, TEMPLATE
 
 SYSTEM_PROMPT = (
     "You fix one bug in a Python function with tools. One call per turn: "
@@ -139,7 +140,7 @@ class ChatRenderer:
 
 
 @dataclass
-class ChatTranscript:
+class ChatTranscript(Growing):
     """A chat episode as rendered so far; grown like arl.text.Transcript (act, end_call,
     observe), with the conversation's messages kept for the template."""
 
@@ -151,19 +152,9 @@ class ChatTranscript:
     calls: list[tuple[int, int]] = field(default_factory=list)
     last_call: str = ""
 
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def act(self, token: int, logp: float = 0.0) -> None:
-        self.ids.append(token)
-        self.owners.append(POLICY)
-        self.logps.append(logp)
-
     def end_call(self, n: int) -> list[str]:
         """The last `n` policy tokens are one call: its span; its words for the env."""
-        start = len(self.ids) - n
-        self.calls.append((start, len(self.ids)))
-        self.last_call, words = self.renderer.decode_call(self.ids[start:])
+        self.last_call, words = self.renderer.decode_call(self._call(n))
         return words
 
     def observe(self, words: Sequence[str], limit: int | None = None) -> list[str] | None:
@@ -173,9 +164,7 @@ class ChatTranscript:
         )
         if limit is not None and len(self.ids) + len(ids) > limit:
             return None
-        self.ids += ids
-        self.owners += owners
-        self.logps += [0.0] * len(ids)
+        self._add(ids, owners)
         self.messages = messages
         return list(words)
 
