@@ -67,6 +67,10 @@ def _run(args: argparse.Namespace, recipe: str, train) -> int:
     from arl.train.policy import save_policy
 
     out = Path(args.out or f"runs/{recipe}")
+    if not args.model:  # a policy that names nothing is refused before the folder is claimed
+        from arl.train.policy import check_policy_spec
+
+        check_policy_spec(args.init)
     with claim_output_dir(out, f"train {recipe}", OWNED, overwrite=args.overwrite):
         model = policy_from(args, args.seed)
         source = args.model or args.init
