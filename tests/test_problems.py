@@ -64,6 +64,13 @@ def test_problem_3_and_4(capsys, tmp_path):
     r = reproduce(capsys, tmp_path / "3", 3)
     assert len(r["measured"]) == len(r["predicted"]) == len(r["G"])
     assert all(0 <= m <= 1 for m in r["measured"])
+    # the measured degenerate fraction is p^G + (1-p)^G within its sampling error: two
+    # independent estimates over tasks x (n // G) groups, each a variance of at most 1/4
+    n, tasks = r["samples_per_task"], len(r["task_pass_rates"])
+    for G, measured, predicted in zip(r["G"], r["measured"], r["predicted"], strict=True):
+        se = (2 * 0.25 / (tasks * (n // G))) ** 0.5
+        assert abs(measured - predicted) <= 3 * se, (G, measured, predicted)
+    assert r["measured"][-1] < r["measured"][0]  # larger groups are less often all-equal
     r = reproduce(capsys, tmp_path / "4", 4)
     assert r["hand_success"] == pytest.approx(2.6458, abs=1e-3)
     assert r["hand_failure"] == pytest.approx(-0.378, abs=1e-3)
