@@ -30,11 +30,15 @@ SampleFn = Callable[[Any, Any, int], Any]  # (policy, tasks, seed) -> result (e.
 class _Worker:
     """One rollout process: a policy copy, the version of its weights, a sample function."""
 
-    def __init__(self, policy_bytes: bytes, sample_fn: SampleFn, threads: int = 1):
+    def __init__(self, policy: bytes | torch.nn.Module, sample_fn: SampleFn, threads: int = 1):
         import io
 
         torch.set_num_threads(threads)
-        self.policy = torch.load(io.BytesIO(policy_bytes), weights_only=False).eval()
+        if isinstance(policy, bytes):  # on Ray: the pickled policy, built once per actor
+            policy = torch.load(io.BytesIO(policy), weights_only=False)
+        else:  # in this process: a copy the learner's updates do not touch
+            policy = copy.deepcopy(policy)
+        self.policy = policy.eval()
         self.sample_fn = sample_fn
         self.version = -1
 
@@ -61,9 +65,8 @@ class InProcessWorkers:
     """One worker in the learner's process: sampling then training, strictly in turn."""
 
     def __init__(self, model: torch.nn.Module, sample_fn: SampleFn):
-        self.worker = _Worker.__new__(_Worker)
-        self.worker.policy, self.worker.sample_fn, self.worker.version = (
-            copy.deepcopy(model).eval(), sample_fn, -1)  # fmt: skip
+        threads = torch.get_num_threads()
+        self.worker = _Worker(model, sample_fn, threads)  # the learner's own thread count
         self.done: deque = deque()
         self.n = 1
 
