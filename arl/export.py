@@ -35,7 +35,6 @@ and must be supplied to verl as a custom reward function (not provided here).
 
 from __future__ import annotations
 
-import importlib
 import io
 import json
 import tempfile
@@ -45,7 +44,7 @@ from typing import Any
 
 import torch
 
-from arl.errors import ArlError
+from arl.errors import ArlError, require
 from arl.gym.grammar import prompt_words
 from arl.gym.tasks import get_task
 from arl.model import TinyAgent, TinyAgentConfig
@@ -53,18 +52,9 @@ from arl.runio import atomic_write_bytes
 from arl.text import BOS, END, PAD, UNK, Vocab, default_vocab
 from arl.types import POLICY, Trajectory
 
-HF_EXTRA = "pip install 'arl[hf]'"
 GELU_EXACT = "gelu"  # transformers' name for torch's erf GELU (GPT-2's default is "gelu_new")
 LN_EPS = 1e-5  # torch.nn.LayerNorm's default, which TinyAgent uses
 VERL_SOURCE = "arl/bugfix"
-
-
-def require(module: str, what: str) -> Any:
-    """Import an optional dependency, or say in one line which extra installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ArlError(f"{what} needs the `{module}` package ({HF_EXTRA})") from None
 
 
 # --- TinyAgent -> GPT2LMHeadModel -------------------------------------------------------------

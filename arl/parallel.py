@@ -12,7 +12,6 @@ already yielded stay yielded, so the caller's resume file keeps them.
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -21,9 +20,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from arl.errors import ArlError
-
-RAY_EXTRA = "pip install 'arl[ray]'"
+from arl.errors import ArlError, require
 
 
 @dataclass(frozen=True)
@@ -98,17 +95,9 @@ def _in_processes(fn, args, where: Where):
                     raise ArlError(f"a worker process died {tries[i]} times; giving up") from None
 
 
-def require_ray():
-    """The ray module, or a one-line error naming the extra to install."""
-    try:
-        return importlib.import_module("ray")
-    except ImportError as e:
-        raise ArlError(f"--ray needs Ray ({RAY_EXTRA})") from e
-
-
 def init_ray(address: str | None, num_cpus: int | None = None):
     """Connect to a cluster at `address`, or start a local Ray ("local"); idempotent."""
-    ray = require_ray()
+    ray = require("ray", "--ray", "ray")
     if not ray.is_initialized():
         # log_to_driver: the tasks' progress lines (stderr) reach this terminal, prefixed
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}

@@ -91,10 +91,7 @@ def test_only_the_sampled_call_tokens_get_loss(policy):
         owners = torch.tensor(tr.owners_T)
         ids = torch.tensor(tr.ids_T)
         rendered = ids[owners != POLICY].tolist()  # what the renderer, not the sampler, wrote
-        headers = [
-            i for i, o in zip(tr.ids_T, tr.owners_T, strict=True) if i in special and o != POLICY
-        ]
-        assert len(headers) == rendered.count(next(iter(special))) >= 3
+        assert rendered.count(next(iter(special))) >= 3  # system, user, assistant headers
         assert set(ids[owners == TEMPLATE].tolist()) >= special  # headers are template
         env_text = codec.tokenizer.decode(ids[owners == ENV].tolist())
         assert "<|im" not in env_text  # tool results hold no template markup

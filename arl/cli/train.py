@@ -129,16 +129,18 @@ def cmd_sweep(args: argparse.Namespace, values: dict) -> int:
     key = key.strip()
     if not sep or not text.strip():
         raise ArlError(f"--sweep {args.sweep!r}: expected KEY=V1,V2,...")
-    points = [parse_overrides([f"{key}={v}"], {}) for v in text.split(",")]
-    chosen = [p["env"][key[4:]] if key.startswith("env.") else p[key] for p in points]
-    for v in chosen:  # every point's config is valid before anything runs
-        make_config(parse_overrides([f"{key}={v}"], values))
+    points = {}
+    for v in (v.strip() for v in text.split(",")):
+        point = parse_overrides([f"{key}={v}"], values)
+        point["out"] = str(Path(values["out"]) / f"{key}={v}")
+        make_config(point)  # every point's config is valid before anything runs
+        points[v] = point
     check_init(args.init)
     where = Where(workers=args.workers or 1, ray=args.ray)
-    print(f"arl train pg: sweep {key} over {chosen} -> {values['out']}/{key}=VALUE")
+    print(f"arl train pg: sweep {key} over {list(points)} -> {values['out']}/{key}=VALUE")
     rows = {}
-    for value, result in sweep(values, key, chosen, args.init, where):
-        rows[str(value)] = result
+    for value, result in sweep(points, args.init, where):
+        rows[value] = result
         last = result.get("last", {})
         print(f"{key}={value}: " + (f"pass {last['pass_rate']:.3f}, reward {last['reward']:.3f}"
                                    if last else "already finished"))  # fmt: skip

@@ -14,7 +14,6 @@ masked out, with explicit per-row positions.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,19 +22,21 @@ from typing import Any
 import torch
 from torch import nn
 
-from arl.errors import ArlError
+from arl.errors import ArlError, require
 from arl.hf.chat import ChatRenderer
 
-HF_EXTRA = "pip install 'arl[hf]'"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def require_transformers():
     """The transformers module, or a one-line error naming the extra to install."""
-    try:
-        return importlib.import_module("transformers")
-    except ImportError as e:
-        raise ArlError(f"--model needs transformers ({HF_EXTRA})") from e
+    return require("transformers", "--model")
+
+
+def check_device(device: str) -> None:
+    """CUDA only where it is present: one line otherwise, before anything is loaded."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ArlError(f"device {device!r}: CUDA is not available on this machine")
 
 
 def quiet(tf) -> None:
@@ -138,8 +139,7 @@ def load_hf(
     quiet(tf)
     if dtype not in DTYPES:
         raise ArlError(f"dtype: must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ArlError(f"device {device!r}: CUDA is not available on this machine")
+    check_device(device)
     try:
         tok = tf.AutoTokenizer.from_pretrained(path_or_id)
         model = tf.AutoModelForCausalLM.from_pretrained(path_or_id, dtype=DTYPES[dtype])

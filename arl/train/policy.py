@@ -78,11 +78,9 @@ def load_any(
         return load_hf(model, device=device, dtype=dtype)
     if dtype != "float32":
         raise ArlError(f"--dtype {dtype}: TinyAgent trains in float32 (use --model for bf16)")
-    if device.startswith("cuda"):
-        import torch
+    from arl.hf.policy import check_device  # imports torch only; transformers lazily
 
-        if not torch.cuda.is_available():
-            raise ArlError(f"device {device!r}: CUDA is not available on this machine")
+    check_device(device)
     return load_policy(init or "weak", seed).to(device)
 
 

@@ -1,5 +1,5 @@
-"""A sweep of policy-gradient runs: one run per value of one PGConfig key (seeds, learning
-rates, ...), each in its own folder OUT/KEY=VALUE, in processes or on Ray (arl.parallel).
+"""A sweep of policy-gradient runs: one run per point (the CLI's `--sweep KEY=V1,V2,...`
+gives one per value, each in its own folder OUT/KEY=VALUE), in processes or on Ray.
 
 Each point is an ordinary `train_pg` run (its folder claimed, resumable), so a sweep that
 is killed and started again skips the points whose final checkpoint exists.
@@ -8,26 +8,11 @@ is killed and started again skips the points whose final checkpoint exists.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from arl.parallel import Where, run_many
 from arl.train.pg import TIMING_KEYS, train_pg
 from arl.train.pg_config import make_config
 from arl.train.policy import load_policy
-
-
-def point_values(base: dict, key: str, values: list[Any]) -> list[dict]:
-    """The values dict of each point: `base` with `key` set and out = base out/KEY=VALUE."""
-    points = []
-    for v in values:
-        d = {k: (dict(x) if isinstance(x, dict) else x) for k, x in base.items()}
-        if key.startswith("env."):
-            d.setdefault("env", {})[key[4:]] = v
-        else:
-            d[key] = v
-        d["out"] = str(Path(base["out"]) / f"{key}={v}")
-        points.append(d)
-    return points
 
 
 def run_point(values: dict, init: str) -> dict:
@@ -43,9 +28,8 @@ def run_point(values: dict, init: str) -> dict:
     return {"out": config.out, "last": last, "eval": evals[-1] if evals else {}}
 
 
-def sweep(base: dict, key: str, values: list[Any], init: str, where: Where):
-    """Yield (value, result) for each point as it finishes."""
-    points = point_values(base, key, values)
-    by_out = {p["out"]: v for p, v in zip(points, values, strict=True)}
-    for (p, _), result in run_many(run_point, [(p, init) for p in points], where):
-        yield by_out[p["out"]], result
+def sweep(points: dict[str, dict], init: str, where: Where):
+    """Yield (label, result) for each point (label -> its PGConfig values) as it finishes."""
+    label = {p["out"]: name for name, p in points.items()}
+    for (p, _), result in run_many(run_point, [(p, init) for p in points.values()], where):
+        yield label[p["out"]], result
