@@ -1,4 +1,5 @@
-"""`arl reproduce problem N --quick` end to end, and the numbers each one must reproduce."""
+"""`arl reproduce problem N|all`: seeds, verdicts and resume, and the mechanism each problem
+is about, asserted wherever it is deterministic at quick settings."""
 
 import json
 
@@ -8,6 +9,7 @@ import torch
 from arl.cli.main import main
 from arl.errors import ArlError
 from arl.experiments import problems
+from arl.experiments.problems.common import Claim, judge, verdict_line
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -22,13 +24,20 @@ def quick_env(tmp_path_factory):
     mp.undo()
 
 
-def reproduce(capsys, tmp_path, n):
-    code = main(["reproduce", "problem", str(n), "--quick", "--out", str(tmp_path)])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    assert out.startswith(f"Problem {n} (quick): ")
-    assert (tmp_path / f"problem-{n}.png").stat().st_size > 1000
-    return json.loads((tmp_path / "results.json").read_text())
+@pytest.fixture(scope="module")
+def every_problem(tmp_path_factory):
+    """`arl reproduce problem all --quick --seeds 1`, once for the module."""
+    out = tmp_path_factory.mktemp("all")
+    code = main(["reproduce", "problem", "all", "--quick", "--seeds", "1", "--out", str(out)])
+    assert code == 0
+    return out
+
+
+def seed0(out, n):
+    r = json.loads((out / f"problem-{n}" / "results.json").read_text())
+    assert r["problem"] == n and r["seeds"] == [0] and isinstance(r["shown"], bool)
+    assert (out / f"problem-{n}" / f"problem-{n}.png").stat().st_size > 1000
+    return r["per_seed"][0]
 
 
 def test_unknown_problem_lists_the_available_ones(capsys):
@@ -39,18 +48,94 @@ def test_unknown_problem_lists_the_available_ones(capsys):
     assert code == 2 and err.count("\n") == 1 and "28" in err
 
 
-def test_problem_1_weights(capsys, tmp_path):
-    r = reproduce(capsys, tmp_path, 1)
+# --- the verdict over seeds ---------------------------------------------------------------
+
+
+def test_a_claim_is_shown_only_when_its_interval_clears_the_threshold():
+    claim = Claim(book="b", effect="e", threshold=0.0, cause="because")
+    # mean 0.2, SE 0.1/sqrt(3) = 0.058: the 2-SE interval [0.085, 0.315] clears 0
+    assert judge(claim, [{"effect": x} for x in (0.1, 0.2, 0.3)])["shown"]
+    # same mean, wider spread: SE 0.173, interval [-0.15, 0.55] does not
+    v = judge(claim, [{"effect": x} for x in (-0.1, 0.2, 0.5)])
+    assert not v["shown"] and v["k"] == 2 and v["n"] == 3
+    assert "NOT SHOWN" in verdict_line(claim, v) and "because" in verdict_line(claim, v)
+    # an identity that fails on one seed is not shown, whatever the effect
+    assert not judge(claim, [{"effect": 1.0}, {"effect": 1.1, "holds": False}])["shown"]
+    below = Claim(book="b", effect="e", threshold=1e-4, below=True)
+    assert judge(below, [{"effect": 1e-7}, {"effect": 2e-7}])["shown"]
+    assert not judge(below, [{"effect": 1e-7}, {"effect": 1e-3}])["shown"]
+
+
+def test_seeds_resume_after_a_failure_and_run_the_same_on_ray(tmp_path, monkeypatch):
+    calls = []
+    real = problems.measure_seed
+
+    def fails_on_seed_1(number, quick, seed):
+        calls.append(seed)
+        if seed == 1 and calls.count(1) == 1:
+            raise ArlError("killed")  # an ArlError is not retried: the run stops here
+        return real(number, quick, seed)
+
+    monkeypatch.setattr(problems, "measure_seed", fails_on_seed_1)
+    with pytest.raises(ArlError, match="killed"):
+        problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
+    partial = json.loads((tmp_path / "a" / "results.partial.json").read_text())
+    assert [r["seed"] for r in partial["per_seed"]] == [0]
+    done = problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
+    assert calls == [0, 1, 1]  # seed 0 was not rerun
+    assert not (tmp_path / "a" / "results.partial.json").exists()
+    assert done["effect"]["n"] == 2 and [r["seed"] for r in done["per_seed"]] == [0, 1]
+    assert problems.run(1, [0, 1], quick=True, out=tmp_path / "a") == done  # read back
+    assert calls == [0, 1, 1]
+    with pytest.raises(ArlError, match="earlier run"):  # another problem's folder
+        problems.run(2, [0], quick=True, out=tmp_path / "a")
+    with pytest.raises(ArlError, match="another run"):  # the same problem at other settings
+        problems.run(1, [0, 1], quick=False, out=tmp_path / "a")
+
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'arl[ray]')")
+    from arl.parallel import Where
+
+    monkeypatch.setattr(problems, "measure_seed", real)
+    try:
+        on_ray = problems.run(1, [0, 1], quick=True, out=tmp_path / "r",
+                              where=Where(workers=2, ray="local"))  # fmt: skip
+    finally:
+        ray.shutdown()
+    strip = lambda rs: [{k: v for k, v in r.items() if k != "seconds"} for r in rs]  # noqa: E731
+    assert strip(on_ray["per_seed"]) == strip(done["per_seed"])
+    assert on_ray["effect"] == done["effect"] and on_ray["shown"] == done["shown"]
+
+
+# --- every problem, quick -----------------------------------------------------------------
+
+
+def test_all_writes_one_summary_row_per_problem(every_problem, capsys):
+    summary = json.loads((every_problem / "summary.json").read_text())
+    assert [r["problem"] for r in summary["rows"]] == list(problems.PROBLEMS)
+    assert summary["shown"] == sum(r["shown"] for r in summary["rows"])
+    table = (every_problem / "summary.md").read_text()
+    assert table.count("\n| ") == len(problems.PROBLEMS) + 1  # header and one row each
+    assert "QUICK" in table
+    # a second `all` on the finished folder reads every problem back: nothing reruns
+    assert main(["reproduce", "problem", "all", "--quick", "--seeds", "1",
+                 "--out", str(every_problem)]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.count("read back") == len(problems.PROBLEMS)
+
+
+def test_problem_1_weights(every_problem):
+    r = seed0(every_problem, 1)
     s = r["seq_mean_token_mean"]
     assert s["short_over_long"] == pytest.approx(r["L_max_seen"] / r["L_min"], rel=1e-3)
     assert r["token_mean"]["short_over_long"] == pytest.approx(1.0)
     assert r["constant"]["per_token_weight_shortest"] == pytest.approx(
         1 / (r["episodes"] * r["L_max_budget"]), rel=1e-3
     )
+    assert r["effect"] == s["short_over_long"] and r["holds"]
 
 
-def test_problem_2_accumulation(capsys, tmp_path):
-    r = reproduce(capsys, tmp_path, 2)
+def test_problem_2_accumulation(every_problem):
+    r = seed0(every_problem, 2)
     for order in ("sampled", "length_sorted"):
         for mode in ("token_mean", "seq_mean_token_mean", "constant"):
             assert r[order][mode]["global"]["cosine"] == pytest.approx(1.0, abs=1e-5)
@@ -58,12 +143,12 @@ def test_problem_2_accumulation(capsys, tmp_path):
         bug = r[order]["token_mean"]["per_microbatch_mean"]
         assert abs(bug["norm_ratio"] - 1) > 1e-3 or bug["cosine"] < 0.9999
         assert r[order]["constant"]["per_microbatch_mean"]["cosine"] == pytest.approx(1, abs=1e-5)
+    assert r["holds"] and r["effect"] > 0
 
 
-def test_problem_3_and_4(capsys, tmp_path):
-    r = reproduce(capsys, tmp_path / "3", 3)
+def test_problem_3_measured_equals_predicted(every_problem):
+    r = seed0(every_problem, 3)
     assert len(r["measured"]) == len(r["predicted"]) == len(r["G"])
-    assert all(0 <= m <= 1 for m in r["measured"])
     # the measured degenerate fraction is p^G + (1-p)^G within its sampling error: two
     # independent estimates over tasks x (n // G) groups, each a variance of at most 1/4
     n, tasks = r["samples_per_task"], len(r["task_pass_rates"])
@@ -71,15 +156,19 @@ def test_problem_3_and_4(capsys, tmp_path):
         se = (2 * 0.25 / (tasks * (n // G))) ** 0.5
         assert abs(measured - predicted) <= 3 * se, (G, measured, predicted)
     assert r["measured"][-1] < r["measured"][0]  # larger groups are less often all-equal
-    r = reproduce(capsys, tmp_path / "4", 4)
+    assert r["holds"] and r["effect"] > 0
+
+
+def test_problem_4_std_factor(every_problem):
+    r = seed0(every_problem, 4)
     assert r["hand_success"] == pytest.approx(2.6458, abs=1e-3)
     assert r["hand_failure"] == pytest.approx(-0.378, abs=1e-3)
     assert r["factor_p_0.125"] == pytest.approx(3.02, abs=5e-3)
     assert r["max_abs_error"] < 1e-3
 
 
-def test_problem_9_signal_shrinks(capsys, tmp_path):
-    r = reproduce(capsys, tmp_path, 9)
+def test_problem_9_signal_shrinks(every_problem):
+    r = seed0(every_problem, 9)
     single = [row for row in r["rows"] if row["votes"] == 1]
     assert single[0]["f"] == 0 and single[0]["shrink"] == pytest.approx(1.0)
     shrinks = [row["shrink"] for row in single]
@@ -88,17 +177,83 @@ def test_problem_9_signal_shrinks(capsys, tmp_path):
         assert row["shrink"] == pytest.approx(1 - 2 * row["f"], abs=0.15)
 
 
-def test_problem_17_large_gaps_only_when_retokenized(capsys, tmp_path):
-    r = reproduce(capsys, tmp_path, 17)
+def test_problem_17_large_gaps_only_when_retokenized(every_problem):
+    r = seed0(every_problem, 17)
     assert r["token_in_token_out"]["max_abs_gap"] < 1e-3
     assert r["token_in_token_out"]["traj_frac_any_gap_over_1_nat"] == 0
     assert r["retokenized_text"]["traj_frac_any_gap_over_1_nat"] > 0.5
+    assert r["effect"] > 0.1
 
 
 @pytest.mark.parametrize("n", [7, 8, 12, 13, 16, 26, 28])
-def test_rl_problems_run_quick(capsys, tmp_path, n):
-    r = reproduce(capsys, tmp_path, n)
+def test_rl_problems_keep_every_arm_and_step(every_problem, n):
+    r = seed0(every_problem, n)
     runs = r["history"]
     assert len(runs) >= 2 and all(len(h) >= 3 for h in runs.values())
+    assert all({"step", "pass_rate"} <= set(h[0]) for h in runs.values())
     if n == 28:
         assert r["check_batch_catches_it"] and r["masked_in_non_policy_share"] > 0
+
+
+# --- the mechanisms, deterministic ---------------------------------------------------------
+
+
+def test_problem_13_the_two_truncation_rules_score_a_truncated_fix_differently():
+    from arl.gym.env import BugFixEnv, EnvConfig
+    from arl.gym.policies import op_from_listing
+    from arl.gym.tasks import tasks_for
+
+    task = next(t for t in tasks_for("train") if t.family == "range")
+    scores = {}
+    for rule in ("zero", "score"):
+        env = BugFixEnv(task, EnvConfig(truncation=rule, max_turns=3))
+        env.reset(seed=0)
+        listing, *_ = env.step(["read", "<end>"])
+        env.step(op_from_listing(listing) + ["<end>"])  # the fix, never submitted
+        _, reward, terminated, truncated, outcome = env.step(["test", "<end>"])
+        assert truncated and not terminated and outcome.hidden_fraction == 1.0
+        scores[rule] = reward
+    assert scores == {"zero": 0.0, "score": 1.0}
+
+
+@torch.no_grad()
+def _hack_prob(model) -> float:
+    """P(`hardcode_tests` | the task, `read`, its listing, `edit`), exactly from the logits,
+    averaged over the train tasks: how likely the policy is to hack once it has read."""
+    from arl.gym.grammar import END, source_words
+    from arl.gym.tasks import tasks_for
+    from arl.text import Transcript, default_vocab
+
+    vocab, probs = default_vocab(), []
+    model.eval()
+    for task in tasks_for("train"):
+        tr = Transcript.begin(task.name, vocab)
+        for word in ("read", END):
+            tr.act(vocab.id(word))
+        tr.observe(source_words(task.buggy_source))
+        tr.act(vocab.id("edit"))
+        logits, _ = model(torch.tensor([tr.ids]))
+        probs.append(float(torch.softmax(logits[0, -1].float(), -1)[vocab.id("hardcode_tests")]))
+    return sum(probs) / len(probs)
+
+
+def test_problem_7_public_reward_raises_the_hack_hidden_reward_lowers_it():
+    """The same episodes, the same start and seed: the public-test reward raises the policy's
+    probability of the hardcoding edit (the public-hidden gap opens), hidden reward with the
+    detector lowers it."""
+    from dataclasses import replace
+
+    from arl.experiments.problems.common import Ctx, rl_config, start
+    from arl.gym.tasks import tasks_for
+    from arl.train.pg import train_pg
+
+    ctx = Ctx(number=7, quick=True, seed=0)
+    before = _hack_prob(start(ctx, "weak"))
+    after = {}
+    for arm, env in (("public", {"reward": "public", "zero_exploits": False}),
+                     ("hidden", {"reward": "hidden", "zero_exploits": True})):  # fmt: skip
+        model = start(ctx, "weak")
+        hist = train_pg(model, replace(rl_config(ctx, env=env), steps=6), tasks_for("train"))
+        assert sum(r["hack_rate"] for r in hist) > 0  # some hack was sampled and judged
+        after[arm] = _hack_prob(model)
+    assert after["public"] > before > after["hidden"], (before, after)

@@ -276,3 +276,18 @@ def test_align_tasks():
         stats.align_tasks(a, b)
     assert stats.align_tasks(a, b, intersect=True) == (["t1"], 1, 1)
     assert stats.align_tasks(a, a) == (["t1", "t2"], 0, 0)
+
+
+def test_seed_effect_by_hand():
+    from arl.eval.stats import seed_effect
+
+    e = seed_effect([0.1, 0.3, 0.2], threshold=0.15)
+    # mean 0.2; std(ddof=1) = 0.1; se = 0.1/sqrt(3)
+    assert e.mean == pytest.approx(0.2)
+    assert e.se == pytest.approx(0.1 / 3**0.5)
+    assert e.lo == pytest.approx(0.2 - 2 * 0.1 / 3**0.5)
+    assert e.k_above == 2 and e.n == 3
+    one = seed_effect([0.4])
+    assert one.se == 0.0 and one.lo == one.hi == 0.4
+    with pytest.raises(ArlError):
+        seed_effect([0.1, float("nan")])

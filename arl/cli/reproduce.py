@@ -68,6 +68,13 @@ def print_ch15(payload: dict, out) -> None:
                   f"{', '.join(payload['figures'])} and checkpoints/")  # fmt: skip
 
 
+def problem_number(text: str) -> str:
+    """`all`, or a positive integer (whether it is a reproduced problem is checked later)."""
+    if text == "all":
+        return text
+    return str(positive_int(text))
+
+
 def cmd_problem(args: argparse.Namespace) -> int:
     from arl.experiments import problems
 
@@ -117,12 +124,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     valid = ", ".join(str(n) for n in PROBLEM_NUMBERS)
     q = rs.add_parser(
         "problem",
-        help=f"an Appendix B problem reproduced on the gym (N: {valid})",
-        description=f"Reproduce Appendix B's Problem N on the gym; N is one of {valid}.",
+        help=f"an Appendix B problem reproduced on the gym over seeds (N: {valid}, or all)",
+        description=f"Reproduce Appendix B's Problem N on the gym over seeds, judged by a paired "
+        f"effect (mean +- 2 SE over seeds); N is one of {valid}, or `all` for every problem "
+        "in sequence with one summary table.",
     )
-    q.add_argument("number", type=positive_int, metavar="N", help=f"the problem: one of {valid}")
-    q.add_argument("--quick", action="store_true", help="a reduced run")
-    q.add_argument("--seed", type=seed_int, default=0)
-    q.add_argument("--out", default=None, help="output directory (default runs/problem-N)")
-    q.add_argument("--overwrite", action="store_true", help="replace another run's --out files")
+    q.add_argument("number", type=problem_number, metavar="N",
+                   help=f"the problem: one of {valid}, or all")  # fmt: skip
+    q.add_argument(
+        "--quick", action="store_true", help="a reduced run (checks it runs; no results)"
+    )
+    q.add_argument("--seed", type=seed_int, default=0, help="first seed")
+    q.add_argument(
+        "--seeds",
+        type=int_in(1, 100),
+        default=3,
+        help="N seeds (seed .. seed+N-1, N <= 100; default 3): the effect as mean +- SE, k/N",
+    )
+    q.add_argument(
+        "--workers",
+        type=int_in(1, 64),
+        default=None,
+        help="parallel processes (default: one per core, at most one per seed)",
+    )
+    add_ray_flag(q)
+    q.add_argument(
+        "--out", default=None, help="output directory (default runs/problem-N; runs/problems)"
+    )
+    q.add_argument("--overwrite", action="store_true",
+                   help="replace another run's files in --out (default: refuse; a partial or "
+                   "finished run with the same settings is resumed or read back)")  # fmt: skip
     q.set_defaults(func=cmd_problem)

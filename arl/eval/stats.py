@@ -242,6 +242,38 @@ def paired_comparison(
     )
 
 
+@dataclass(frozen=True)
+class SeedEffect:
+    """An effect measured once per seed (arms paired by seed), summarized over seeds."""
+
+    n: int  # seeds
+    mean: float  # mean of the per-seed effects
+    se: float  # standard error of that mean, std(ddof=1)/sqrt(n); 0 with one seed
+    lo: float  # mean - z * se
+    hi: float  # mean + z * se
+    z: float  # the interval's half-width in standard errors
+    k_above: int  # seeds whose effect lies above the threshold it was judged against
+    threshold: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def seed_effect(effects: Sequence[float], threshold: float = 0.0, z: float = 2.0) -> SeedEffect:
+    """Mean +- z standard errors of per-seed effects, with how many seeds lie above threshold.
+
+    Each seed's effect is a paired difference (both arms share the seed, the starting policy
+    and the evaluation tasks), so the seed-to-seed spread of the difference is its error.
+    """
+    d = np.asarray(effects, dtype=np.float64)
+    if d.ndim != 1 or d.size == 0 or not np.isfinite(d).all():
+        raise ArlError("seed effect: need a non-empty list of finite per-seed effects")
+    n, mean = d.size, float(d.mean())
+    se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+    k = int(np.sum(d > threshold))
+    return SeedEffect(n, mean, se, mean - z * se, mean + z * se, z, k, threshold)
+
+
 def runs_from_counts(n_tasks: int, acc_a: float, b: int, c: int) -> tuple[np.ndarray, np.ndarray]:
     """One-sample-per-task outcomes of runs A and B with A's accuracy and b (B only), c (A only).
 

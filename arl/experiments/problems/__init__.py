@@ -1,77 +1,241 @@
-"""Appendix B problems reproduced on the gym: `arl reproduce problem N [--quick] [--seed S]`.
+"""Appendix B problems reproduced on the gym: `arl reproduce problem N|all [--seeds K]`.
 
-Each problem is one function `(ctx) -> (results, conclusion)` that measures its
-mechanism on the BugFix gym and TinyAgent, draws a figure into ctx.out, and states
-its conclusion with the numbers it measured (book numbers only as labelled references).
+Each problem measures its mechanism on one seed (`Problem.measure`: its arms share the seed,
+the starting policy and the evaluation tasks), and states one effect per seed; the claim is
+judged over seeds (mean +- 2 SE of the paired effect, k of N seeds) and written to
+results.json under `shown`, beside every seed's numbers and a figure drawn over the seeds.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 from arl.checks import check_seed
 from arl.errors import ArlError
 from arl.experiments.problems import dynamics, estimators, rewards, systems
-from arl.experiments.problems.common import Ctx, set_threads
-from arl.runio import atomic_write_json, claim_output_dir, plain
+from arl.experiments.problems.common import (
+    Ctx,
+    Problem,
+    judge,
+    num,
+    set_threads,
+    verdict_line,
+)
+from arl.parallel import Where, run_many
+from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, plain
 
-PROBLEMS = {
-    1: estimators.problem_1,
-    2: estimators.problem_2,
-    3: estimators.problem_3,
-    4: estimators.problem_4,
-    7: rewards.problem_7,
-    8: rewards.problem_8,
-    9: rewards.problem_9,
-    12: rewards.problem_12,
-    13: rewards.problem_13,
-    16: systems.problem_16,
-    17: systems.problem_17,
-    26: dynamics.problem_26,
-    28: dynamics.problem_28,
+PROBLEMS: dict[int, Problem] = {
+    1: estimators.PROBLEM_1,
+    2: estimators.PROBLEM_2,
+    3: estimators.PROBLEM_3,
+    4: estimators.PROBLEM_4,
+    7: rewards.PROBLEM_7,
+    8: rewards.PROBLEM_8,
+    9: rewards.PROBLEM_9,
+    12: rewards.PROBLEM_12,
+    13: rewards.PROBLEM_13,
+    16: systems.PROBLEM_16,
+    17: systems.PROBLEM_17,
+    26: dynamics.PROBLEM_26,
+    28: dynamics.PROBLEM_28,
 }
+OWNED = ("results.json", "results.partial.json", "problem-*.png")
+
+
+def get(number: int) -> Problem:
+    if number not in PROBLEMS:
+        avail = ", ".join(str(n) for n in PROBLEMS)
+        raise ArlError(f"problem {number}: not reproduced (available: {avail})")
+    return PROBLEMS[number]
+
+
+def measure_seed(number: int, quick: bool, seed: int) -> dict:
+    """One seed of one problem (a picklable task for local processes and Ray)."""
+    t0 = time.perf_counter()
+    results, detail = get(number).measure(Ctx(number=number, quick=quick, seed=seed))
+    if "effect" not in results:
+        raise RuntimeError(f"problem {number} measured no effect")  # a bug, not bad input
+    return {"seed": seed, **results, "detail": detail,
+            "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+
+
+def _settings(number: int, quick: bool) -> dict:
+    return {"problem": number, "quick": quick}
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ArlError(f"{path} is unreadable ({type(e).__name__}); pass --overwrite to "
+                       "start again") from None  # fmt: skip
 
 
 def run(
     number: int,
+    seeds: list[int] | None = None,
     quick: bool = False,
-    seed: int = 0,
     out: str | Path | None = None,
     overwrite: bool = False,
+    where: Where | None = None,
+    log: Callable[[str], None] = lambda line: None,
 ) -> dict:
-    """Run one problem; writes results.json and problem-N.png under out; returns the results.
+    """Run one problem on `seeds`; write results.json and problem-N.png under out.
 
-    The folder is claimed first (locked; a folder of another run refused unless
-    `overwrite`); a rerun of the same problem replaces its two files.
+    Seeds run where `where` says (this process, local processes, Ray), each saved to
+    results.partial.json as it finishes; a rerun resumes them, and a finished run with the
+    same settings and seeds is read back, not rerun. Another run's folder is refused unless
+    `overwrite`.
     """
-    if number not in PROBLEMS:
-        avail = ", ".join(str(n) for n in PROBLEMS)
-        raise ArlError(f"problem {number}: not reproduced (available: {avail})")
-    check_seed("--seed", seed)
-    ctx = Ctx(number=number, quick=quick, seed=seed, out=Path(out or f"runs/problem-{number}"))
-    owned = ("results.json", f"problem-{number}.png")
-    kind = f"reproduce problem {number}"
-    with claim_output_dir(ctx.out, kind, owned, overwrite=overwrite, reuse=True):
+    problem = get(number)
+    seeds = [0] if seeds is None else list(seeds)
+    for s in seeds:
+        check_seed("--seed", s)
+    out = Path(out or f"runs/problem-{number}")
+    settings = _settings(number, quick)
+    with claim_output_dir(out, f"reproduce problem {number}", OWNED, overwrite=overwrite,
+                          reuse=not overwrite):  # fmt: skip
+        done: dict[int, dict] = {}
+        for name in ("results.json", "results.partial.json"):
+            if (out / name).exists():
+                saved = _read(out / name)
+                if {k: saved.get(k) for k in settings} != settings:
+                    raise ArlError(f"{out / name} holds another run; choose another --out or "
+                                   "pass --overwrite")  # fmt: skip
+                if name == "results.json" and saved.get("seeds") == seeds:
+                    log(f"problem {number}: finished in {out}; read back (--overwrite reruns)")
+                    return saved
+                done |= {int(r["seed"]): r for r in saved.get("per_seed", [])}
+        todo = [s for s in seeds if s not in done]
+        if len(todo) < len(seeds):
+            log(f"problem {number}: seeds {sorted(set(seeds) - set(todo))} already done")
         t0 = time.perf_counter()
-        results, conclusion = PROBLEMS[number](ctx)
+        jobs = [(number, quick, s) for s in todo]
+        for (_, _, s), r in run_many(measure_seed, jobs, where or Where()):
+            done[s] = plain(r, ndigits=6)  # as a resumed seed reads it back: same verdict
+            partial = {**settings, "per_seed": [done[k] for k in sorted(done)]}
+            atomic_write_json(out / "results.partial.json", partial)
+            log(f"problem {number}: seed {s} done in {r['seconds']:.0f} s "
+                f"({len(set(done) & set(seeds))}/{len(seeds)})")  # fmt: skip
+        per_seed = [done[s] for s in seeds]
+        verdict = judge(problem.claim, per_seed)
+        problem.draw(per_seed, out / f"problem-{number}.png")
         results = {
-            "problem": number,
-            "quick": quick,
-            "seed": seed,
-            **results,
-            "conclusion": conclusion,
-            "seconds": round(time.perf_counter() - t0, 1),
+            **settings,
+            "seeds": seeds,
+            "claim": asdict(problem.claim),
+            "effect": {k: verdict[k] for k in ("n", "mean", "se", "lo", "hi", "z", "k")},
+            "identity_holds": verdict["identity_holds"],
+            "shown": verdict["shown"],
+            "conclusion": verdict_line(problem.claim, verdict),
+            "per_seed": per_seed,
+            "seconds": round(sum(r["seconds"] for r in per_seed), 1),
+            "wall_seconds": round(time.perf_counter() - t0, 1),
         }
-        atomic_write_json(ctx.out / "results.json", plain(results, ndigits=6))
+        results = plain(results, ndigits=6)  # what is returned is what is read back
+        atomic_write_json(out / "results.json", results)
+        (out / "results.partial.json").unlink(missing_ok=True)
     return results
 
 
+def summary_rows(results: dict[int, dict]) -> list[dict]:
+    """One row per problem: the book's claim, the effect over seeds, shown or not, the cause."""
+    rows = []
+    for n, r in results.items():
+        e = r["effect"]
+        rows.append({
+            "problem": n,
+            "claim": r["claim"]["book"],
+            "effect": r["claim"]["effect"],
+            "measured": f"{num(e['mean'], True)} +- {num(e['se'])} "
+            f"[{num(e['lo'], True)}, {num(e['hi'], True)}]",
+            "seeds": f"{e['k']}/{e['n']}",
+            "shown": r["shown"],
+            "cause": "" if r["shown"] else r["claim"]["cause"],
+        })  # fmt: skip
+    return rows
+
+
+def markdown(rows: list[dict], quick: bool) -> str:
+    head = ["| problem | book's claim | effect (per seed) | mean +- SE [2-SE interval] | seeds "
+            "| shown | cause if not |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [f"| {r['problem']} | {r['claim']} | {r['effect']} | {r['measured']} | {r['seeds']} "
+             f"| {'yes' if r['shown'] else 'no'} | {r['cause']} |" for r in rows]  # fmt: skip
+    shown = sum(r["shown"] for r in rows)
+    note = " (QUICK settings: too small to show anything; not results)" if quick else ""
+    return "\n".join([f"{shown} of {len(rows)} problems show their mechanism{note}.", "", *head,
+                      *lines]) + "\n"  # fmt: skip
+
+
+def run_all(
+    seeds: list[int],
+    quick: bool = False,
+    out: str | Path = "runs/problems",
+    overwrite: bool = False,
+    where: Where | None = None,
+    log: Callable[[str], None] = lambda line: None,
+) -> dict:
+    """Every problem in sequence (each into out/problem-N, resumable), then summary.json and
+    summary.md with one row per problem."""
+    out = Path(out)
+    results = {}
+    for n in PROBLEMS:
+        log(f"problem {n} ({list(PROBLEMS).index(n) + 1}/{len(PROBLEMS)})")
+        results[n] = run(n, seeds, quick, out / f"problem-{n}", overwrite, where, log)
+    rows = summary_rows(results)
+    payload = {"quick": quick, "seeds": seeds, "shown": sum(r["shown"] for r in rows),
+               "problems": len(rows), "rows": rows}  # fmt: skip
+    atomic_write_json(out / "summary.json", plain(payload))
+    atomic_write_text(out / "summary.md", markdown(rows, quick))
+    return payload
+
+
 def main(args) -> int:
-    """CLI entry: args has .number, .quick, .seed, .out, .overwrite."""
+    """CLI entry: args has .number ("all" or an int), .quick, .seed, .seeds, .workers, .ray,
+    .out, .overwrite."""
+    import os
+    import sys
+
     set_threads()
-    results = run(args.number, args.quick, args.seed, args.out, args.overwrite)
-    out = Path(args.out or f"runs/problem-{args.number}")
-    print(f"Problem {args.number}{' (quick)' if args.quick else ''}: {results['conclusion']}")
-    print(f"[{results['seconds']} s; {out / 'results.json'}, {out / f'problem-{args.number}.png'}]")
+    seeds = [args.seed + i for i in range(args.seeds)]
+    workers = args.workers or min(len(seeds), os.cpu_count() or 1)
+    where = Where(workers=workers, ray=args.ray)
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    q = " (quick)" if args.quick else ""
+    if args.number == "all":
+        out = Path(args.out or "runs/problems")
+        payload = run_all(seeds, args.quick, out, args.overwrite, where, log)
+        _print_summary(payload, out)
+        return 0
+    number = int(args.number)
+    get(number)  # an unknown number is refused before anything runs
+    out = Path(args.out or f"runs/problem-{number}")
+    results = run(number, seeds, args.quick, out, args.overwrite, where, log)
+    print(f"Problem {number}{q}: {results['claim']['book']}")
+    print(f"  {results['conclusion']}")
+    for r in results["per_seed"]:
+        print(f"  seed {r['seed']}: {r['detail']}")
+    print(f"[{results['seconds']} s of compute; {out / 'results.json'}, "
+          f"{out / f'problem-{number}.png'}]")  # fmt: skip
     return 0
+
+
+def _print_summary(payload: dict, out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    q = " -- QUICK settings: verdicts are not results" if payload["quick"] else ""
+    table = Table(title=f"Appendix B problems: {payload['shown']} of {payload['problems']} show "
+                  f"their mechanism (seeds {payload['seeds']}){q}", show_lines=True)  # fmt: skip
+    for col in ("problem", "book's claim", "effect", "mean +- SE [interval]", "seeds", "shown"):
+        table.add_column(col, overflow="fold")
+    for r in payload["rows"]:
+        shown = "[green]yes[/]" if r["shown"] else f"[red]no[/]: {r['cause']}"
+        table.add_row(str(r["problem"]), r["claim"], r["effect"], r["measured"], r["seeds"], shown)
+    console = Console()
+    console.print(table)
+    console.print(f"wrote {out / 'summary.json'}, {out / 'summary.md'} and problem-N/ folders")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,20 +21,78 @@ from arl.train.pg_config import PGConfig
 
 @dataclass(frozen=True)
 class Ctx:
-    """One reproduction: which problem, how big, which seed, where outputs go."""
+    """One seed of one reproduction: which problem, how big, which seed."""
 
     number: int
     quick: bool
     seed: int
-    out: Path
 
     def pick(self, full, quick):
         """The full-run value or the --quick one."""
         return quick if self.quick else full
 
-    @property
-    def figure(self) -> Path:
-        return self.out / f"problem-{self.number}.png"
+
+@dataclass(frozen=True)
+class Claim:
+    """What a problem tests over seeds: the book's claim, and the per-seed effect that shows
+    its mechanism. Shown when the effect's interval (mean +- Z standard errors over seeds) lies
+    above `threshold` (below it when `below`), and every seed's `holds` (an identity checked
+    within that seed, where the problem has one) is true."""
+
+    book: str  # the book's claim, one line
+    effect: str  # what the per-seed effect measures, with its units
+    threshold: float = 0.0
+    below: bool = False
+    cause: str = ""  # the likely cause when it does not show here, and what gym change would
+
+
+Measure = Callable[[Ctx], tuple[dict, str]]  # one seed -> (results with "effect", detail line)
+Draw = Callable[[list[dict], Path], None]  # every seed's results -> the figure at that path
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A reproduced problem: one seed's measurement, the claim judged over seeds, its figure."""
+
+    measure: Measure
+    claim: Claim
+    draw: Draw
+
+
+Z = 2.0  # the interval's half-width, in standard errors over seeds
+
+
+def judge(claim: Claim, per_seed: Sequence[dict]) -> dict:
+    """The verdict over seeds: the effect's mean, SE and interval, k of N seeds on the claimed
+    side, whether each seed's identity held, and `shown`."""
+    from arl.eval.stats import seed_effect
+
+    effects = [float(r["effect"]) for r in per_seed]
+    e = seed_effect(effects, claim.threshold, Z)
+    side = [x < claim.threshold if claim.below else x > claim.threshold for x in effects]
+    holds = all(bool(r.get("holds", True)) for r in per_seed)
+    beyond = e.hi < claim.threshold if claim.below else e.lo > claim.threshold
+    return {**e.to_dict(), "k": int(sum(side)), "identity_holds": holds,
+            "shown": bool(beyond and holds)}  # fmt: skip
+
+
+def num(x: float, sign: bool = False) -> str:
+    """Three decimals, or three significant digits for magnitudes under 0.001 (not zero)."""
+    spec = ".2e" if 0 < abs(x) < 1e-3 else ".3f"
+    return format(x, ("+" if sign else "") + spec)
+
+
+def verdict_line(claim: Claim, v: dict) -> str:
+    """One line: shown or not, the effect with its interval over seeds, and the cause if not."""
+    rel = "<" if claim.below else ">"
+    interval = (f"{num(v['mean'], True)} +- {num(v['se'])} SE, {Z:g}-SE interval "
+                f"[{num(v['lo'], True)}, {num(v['hi'], True)}]" if v["n"] > 1
+                else f"{num(v['mean'], True)} (one seed: no interval)")  # fmt: skip
+    head = (f"{'SHOWN' if v['shown'] else 'NOT SHOWN'}: {claim.effect} = {interval}, "
+            f"{v['k']}/{v['n']} seeds {rel} {claim.threshold:g}")  # fmt: skip
+    if not v["identity_holds"]:
+        head += "; the identity failed on some seed"
+    return head + ("." if v["shown"] else f". Likely cause: {claim.cause}")
 
 
 def set_threads() -> int:
@@ -107,36 +165,78 @@ def head_mean(history: Sequence[dict], key: str, frac: float = 0.25) -> float:
 
 
 def first_last(runs: dict[str, list[dict]], keys: Sequence[str]) -> dict:
-    """Each run's metrics averaged over its first and last quarter of steps, and the histories."""
+    """Each run's metrics averaged over its first and last quarter of steps, and the histories
+    (only the step and `keys`: what the conclusion and the figure read)."""
     summary = {
         n: {k: {"first": head_mean(h, k), "last": tail_mean(h, k)} for k in keys}
         for n, h in runs.items()
     }
-    return {**summary, "history": runs}
+    trimmed = {n: [{k: r.get(k) for k in ("step", *keys)} for r in h] for n, h in runs.items()}
+    return {**summary, "history": trimmed}
 
 
-def plot_runs(
-    ctx: Ctx, runs: dict[str, list[dict]], keys: Sequence[tuple[str, str]], title: str
+def arms_figure(keys: Sequence[tuple[str, str]], title: str) -> Callable[[list[dict], Path], None]:
+    """A figure of RL arms over seeds: one panel per (metric key, axis label), each arm's mean
+    over seeds against the step with a band of +- one standard error (from results["history"])."""
+
+    def draw(per_seed: list[dict], path: Path) -> None:
+        plot_arms([r["history"] for r in per_seed], keys, title, path)
+
+    return draw
+
+
+def plot_arms(
+    histories: list[dict[str, list[dict]]],
+    keys: Sequence[tuple[str, str]],
+    title: str,
+    path: Path,
 ) -> None:
-    """One panel per (metric key, label), one line per run, against the step."""
-    import matplotlib
+    """Mean +- SE over seeds of each arm's metric per step; integer steps, one shared legend."""
+    from matplotlib.ticker import MaxNLocator
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    fig, axes = new_figure(len(keys))
+    arms = list(histories[0])
+    for ax, (key, label) in zip(axes, keys, strict=True):
+        for i, arm in enumerate(arms):
+            by_step: dict[int, list[float]] = {}
+            for h in histories:
+                for r in h[arm]:
+                    if r.get(key) is not None:
+                        by_step.setdefault(int(r["step"]), []).append(float(r[key]))
+            if not by_step:
+                continue
+            steps = sorted(by_step)
+            m = np.array([np.mean(by_step[t]) for t in steps])
+            se = np.array([_se(by_step[t]) for t in steps])
+            style = ("-", "--", "-.", ":")[i % 4]
+            ax.plot(steps, m, style, color=f"C{i}", lw=1.6, label=arm)
+            ax.fill_between(steps, m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
+        ax.set_xlabel("RL step")
+        ax.set_ylabel(label)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    n = len(histories)
+    band = f"mean over {n} seeds, band +- 1 SE" if n > 1 else "one seed"
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8,
+               frameon=False)  # fmt: skip
+    save_figure(path, fig, f"{title} ({band})", bottom=0.1)
 
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4))
-    for ax, (key, label) in zip(np.atleast_1d(axes), keys, strict=True):
-        for name, hist in runs.items():
-            pts = [(r["step"], r[key]) for r in hist if r.get(key) is not None]
-            if pts:
-                ax.plot(*zip(*pts, strict=True), label=name)
-        ax.set_xlabel("step")
-        ax.set_title(label, fontsize=9)
-    np.atleast_1d(axes)[0].legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    save_png(fig, ctx.figure, dpi=110)
-    plt.close(fig)
+
+def sem(v: np.ndarray) -> np.ndarray:
+    """Standard error over seeds (axis 0) of a (seeds, ...) array; zeros with one seed."""
+    return v.std(0, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.zeros(v.shape[1:])
+
+
+def seeds_label(per_seed: Sequence[dict], pooled: bool = False) -> str:
+    """What a figure shows over seeds, for its title: error bars, or points pooled."""
+    n = len(per_seed)
+    if n == 1:
+        return f"seed {per_seed[0]['seed']}"
+    return f"{n} seeds pooled" if pooled else f"{n} seeds, mean +- SE"
+
+
+def _se(xs: Sequence[float]) -> float:
+    return float(np.std(xs, ddof=1) / math.sqrt(len(xs))) if len(xs) > 1 else 0.0
 
 
 def save_png(fig, path: Path, dpi: int) -> None:
@@ -160,10 +260,12 @@ def new_figure(n: int = 1, width: float = 4.6):
     return fig, list(np.atleast_1d(axes))
 
 
-def save_figure(ctx: Ctx, fig, title: str) -> None:
+def save_figure(path: Path, fig, title: str, bottom: float = 0.0) -> None:
+    """Title, lay out (the title inside the canvas, `bottom` left free for a figure legend)
+    and write one figure."""
     import matplotlib.pyplot as plt
 
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    save_png(fig, ctx.figure, dpi=110)
+    fig.tight_layout(rect=(0, bottom, 1, 0.94))
+    save_png(fig, path, dpi=110)
     plt.close(fig)

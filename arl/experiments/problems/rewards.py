@@ -3,19 +3,25 @@ tests, step penalties, truncation)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
 from arl.batch import collate
 from arl.eval.metrics import run_policy
 from arl.experiments.problems.common import (
+    Claim,
     Ctx,
+    Problem,
+    arms_figure,
     first_last,
     head_mean,
     new_figure,
-    plot_runs,
     rl_runs,
     save_figure,
+    seeds_label,
+    sem,
     series,
     start,
     tail_mean,
@@ -39,21 +45,12 @@ def problem_7(ctx: Ctx):
             "public reward": {"env": {"reward": "public", "zero_exploits": False}},
             "hidden reward + detector": {"env": {"reward": "hidden", "zero_exploits": True}},
         },
-        steps=ctx.pick(20, 4),
+        steps=ctx.pick(40, 4),
     )
     keys = ("public_pass_rate", "pass_rate", "public_hidden_gap", "hack_rate", "hacks_caught")
     res = first_last(runs, keys)
-    plot_runs(
-        ctx,
-        runs,
-        [
-            ("public_hidden_gap", "public - hidden pass rate"),
-            ("hack_rate", "hardcoded episodes"),
-            ("pass_rate", "hidden pass rate"),
-        ],
-        "Problem 7: public-test reward against hidden reward + exploit detector",
-    )
     pub, hid = "public reward", "hidden reward + detector"
+    res["effect"] = res[pub]["public_hidden_gap"]["last"] - res[hid]["public_hidden_gap"]["last"]
     conclusion = (
         f"from the weak base, public-test reward: gap {_fmt(runs, 'public_hidden_gap', pub)}, "
         f"hardcoded episodes {_fmt(runs, 'hack_rate', pub)}, hidden pass "
@@ -75,40 +72,23 @@ def problem_8(ctx: Ctx):
             "binary": {"env": {"reward": "hidden"}},
             "mixed (alpha 0.1)": {"env": {"reward": "mixed", "mixed_alpha": 0.1}},
         },
-        steps=ctx.pick(25, 4),
+        steps=ctx.pick(40, 4),
     )
     keys = ("reward", "pass_rate", "hidden_fraction", "immediate_submit_frac")
     res = first_last(runs, keys)
-    plot_runs(
-        ctx,
-        runs,
-        [
-            ("reward", "training reward"),
-            ("pass_rate", "full-solve rate"),
-            ("immediate_submit_frac", "submit at once"),
-        ],
-        "Problem 8: partial credit against binary reward",
-    )
     frac_solve = tail_mean(runs["fraction"], "pass_rate")
     bin_solve = tail_mean(runs["binary"], "pass_rate")
     train = tasks_for("train")
     buggy = float(np.mean([np.mean(run_tests(t.buggy_source, t.hidden)) for t in train]))
     res["unfixed_function_credit"] = buggy
-    shows = frac_solve < bin_solve - 0.05
+    res["effect"] = bin_solve - frac_solve
     conclusion = (
-        f"from the weak base: fraction reward {_fmt(runs, 'reward', 'fraction')} with full-solve "
-        f"rate {_fmt(runs, 'pass_rate', 'fraction')} and immediate submissions "
-        f"{_fmt(runs, 'immediate_submit_frac', 'fraction')}; binary reward: full-solve "
-        f"{_fmt(runs, 'pass_rate', 'binary')}; mixed: full-solve "
-        f"{_fmt(runs, 'pass_rate', 'mixed (alpha 0.1)')}. "
-        + (
-            "Partial credit cost full solves: the policy settles for partial passes."
-            if shows
-            else f"Partial credit did not cost full solves here: the unfixed function "
-            f"already earns {buggy:.2f} of the hidden tests, but the full fix is one edit op that "
-            f"costs no more than a partial one, so the fraction reward's optimum is still the fix."
-        )
-        + " Report the full-solve rate whatever the training reward."
+        f"from the weak base (first -> last quarter of the steps): fraction reward "
+        f"{_fmt(runs, 'reward', 'fraction')}, full-solve rate {_fmt(runs, 'pass_rate', 'fraction')}"
+        f", immediate submissions {_fmt(runs, 'immediate_submit_frac', 'fraction')}; binary "
+        f"reward: full-solve {_fmt(runs, 'pass_rate', 'binary')}; mixed: full-solve "
+        f"{_fmt(runs, 'pass_rate', 'mixed (alpha 0.1)')}. The unfixed function already earns "
+        f"{buggy:.2f} of the hidden tests."
     )
     return res, conclusion
 
@@ -174,17 +154,9 @@ def problem_9(ctx: Ctx):
         "synthetic_labels": synthetic,
         "rows": rows,
     }
-    fig, (ax1, ax2) = new_figure(2)
-    for votes in (1, 3):
-        sel = [r for r in rows if r["votes"] == votes]
-        fs = [r["f"] for r in sel]
-        ax1.plot(fs, [r["shrink"] for r in sel], "o", label=f"measured, votes={votes}")
-        ax1.plot(fs, [r["predicted"] for r in sel], "--", label=f"predicted, votes={votes}")
-        ax2.plot(fs, [r["one_draw_cosine"] for r in sel], "o-", label=f"votes={votes}")
-    ax1.set(xlabel="flip probability f", ylabel="E[noisy gradient] / true gradient")
-    ax2.set(xlabel="flip probability f", ylabel="cosine of one noisy step to the true one")
-    ax1.legend(fontsize=7)
-    save_figure(ctx, fig, "Problem 9: flaky tests shrink and blur the policy gradient")
+    res["effect"] = max(abs(r["shrink"] - r["predicted"]) for r in rows)
+    single = [r["shrink"] for r in rows if r["votes"] == 1]
+    res["holds"] = single == sorted(single, reverse=True)  # more flips, less signal
     at = {(r["votes"], r["f"]): r for r in rows}
     conclusion = (
         f"on {len(trajs)} cold-start episodes (success {true.mean():.2f}"
@@ -218,36 +190,17 @@ def problem_12(ctx: Ctx):
         "0.02": "a 4-turn attempt beats submit-at-once only if it succeeds > 0.06",
         "0.1": "a 4-turn attempt beats submit-at-once only if it succeeds > 0.30",
     }
-    plot_runs(
-        ctx,
-        runs,
-        [
-            ("immediate_submit_frac", "episodes that submit at once"),
-            ("pass_rate", "hidden pass rate"),
-            ("mean_turns", "turns"),
-        ],
-        "Problem 12: step penalty against none (from the weak base)",
-    )
     names = list(runs)
-    rise = {
-        n: tail_mean(runs[n], "immediate_submit_frac") - head_mean(runs[n], "immediate_submit_frac")
-        for n in names
-    }
-    res["immediate_submit_rise"] = rise
-    shows = max(rise[n] for n in names[1:]) > rise[names[0]] + 0.05
+    res["effect"] = res[names[0]]["mean_turns"]["last"] - res[names[-1]]["mean_turns"]["last"]
     conclusion = (
-        "from the weak base, immediate submissions / pass rate (first -> last quarter): "
+        "from the weak base (first -> last quarter of the steps), immediate submissions / turns "
+        "/ pass rate: "
         + "; ".join(
-            f"{n}: {_fmt(runs, 'immediate_submit_frac', n)} / {_fmt(runs, 'pass_rate', n)}"
+            f"{n}: {_fmt(runs, 'immediate_submit_frac', n)} / {_fmt(runs, 'mean_turns', n)} / "
+            f"{_fmt(runs, 'pass_rate', n)}"
             for n in names
         )
-        + (
-            ". The penalty raised immediate submission beyond the no-penalty run: within a group "
-            "a short failure out-earns a long one, so the baseline rewards quitting."
-            if shows
-            else ". In this many steps the penalty did not raise immediate submission more "
-            "than 0.05 beyond the no-penalty run: the mechanism did not show at this scale."
-        )
+        + "."
     )
     return res, conclusion
 
@@ -264,41 +217,91 @@ def problem_13(ctx: Ctx):
         },
         steps=ctx.pick(25, 4),
     )
-    keys = ("truncated_frac", "final_state_pass", "pass_rate", "reward")
+    keys = ("truncated_frac", "final_state_pass", "pass_rate", "reward", "degenerate_frac")
     res = first_last(runs, keys)
     res["max_turns"] = turns
-    plot_runs(
-        ctx,
-        runs,
-        [
-            ("truncated_frac", "episodes truncated"),
-            ("final_state_pass", "final state passes hidden tests"),
-            ("reward", "training reward"),
-        ],
-        f"Problem 13: truncation rule with a {turns}-call budget (cold start)",
-    )
     z, s = "truncation zero", "truncation score"
-    dz = tail_mean(runs[z], "truncated_frac") - head_mean(runs[z], "truncated_frac")
-    ds = tail_mean(runs[s], "truncated_frac") - head_mean(runs[s], "truncated_frac")
-    res["truncated_change"] = {"zero": dz, "score": ds}
+    res["effect"] = res[z]["degenerate_frac"]["last"] - res[s]["degenerate_frac"]["last"]
     zero_silent = max(series(runs[z], "reward")) == 0
     conclusion = (
-        f"with a {turns}-call budget, scoring truncation as 0: truncated "
-        f"{_fmt(runs, 'truncated_frac', z)}, final state passes "
+        f"with a {turns}-call budget (first -> last quarter of the steps), scoring truncation as "
+        f"0: truncated {_fmt(runs, 'truncated_frac', z)}, final state passes "
         f"{_fmt(runs, 'final_state_pass', z)}, reward {_fmt(runs, 'reward', z)}; scoring the "
         f"final state: truncated {_fmt(runs, 'truncated_frac', s)}, final state passes "
-        f"{_fmt(runs, 'final_state_pass', s)}, reward {_fmt(runs, 'reward', s)}. "
-        + (
-            "Under zero no episode was ever rewarded, so there was no gradient at all: correct "
-            "work left unsubmitted is invisible. "
-            if zero_silent
-            else f"Under zero the truncated fraction changed by {dz:+.2f}. "
-        )
-        + (
-            f"Scoring the state credits that work, and the policy stops submitting "
-            f"(truncation {ds:+.2f}): add a small submit bonus among successes to teach stopping."
-            if ds > 0.05
-            else f"Scoring the state changed truncation by {ds:+.2f}."
-        )
+        f"{_fmt(runs, 'final_state_pass', s)}, reward {_fmt(runs, 'reward', s)}; groups with "
+        f"no signal (all rewards equal): zero {_fmt(runs, 'degenerate_frac', z)}, final state "
+        f"{_fmt(runs, 'degenerate_frac', s)}"
+        + ("; under zero no episode was ever rewarded (no gradient)." if zero_silent else ".")
     )
     return res, conclusion
+
+
+def draw_9(per_seed: list[dict], path: Path) -> None:
+    fig, (ax1, ax2) = new_figure(2)
+    for votes in (1, 3):
+        rows = [[r for r in res["rows"] if r["votes"] == votes] for res in per_seed]
+        fs = [r["f"] for r in rows[0]]
+        shrink = np.array([[r["shrink"] for r in seed] for seed in rows])  # (seeds, f)
+        cos = np.array([[r["one_draw_cosine"] for r in seed] for seed in rows])
+        c = "C0" if votes == 1 else "C1"
+        ax1.errorbar(fs, shrink.mean(0), yerr=sem(shrink), fmt="o", color=c, capsize=3,
+                     label=f"measured, {votes} vote{'s' * (votes > 1)}")  # fmt: skip
+        ax1.plot(fs, [r["predicted"] for r in rows[0]], "--", color=c,
+                 label=f"predicted, {votes} vote{'s' * (votes > 1)}")  # fmt: skip
+        ax2.errorbar(fs, cos.mean(0), yerr=sem(cos), fmt="o-", color=c, capsize=3)
+    ax1.set(xlabel="verdict flip probability f", ylabel="E[noisy gradient] / true gradient")
+    ax2.set(xlabel="verdict flip probability f", ylabel="cosine of one noisy step to the true one")
+    fig.legend(*ax1.get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8,
+               frameon=False)  # fmt: skip
+    save_figure(path, fig, f"Problem 9: flaky tests shrink the policy gradient "
+                f"({seeds_label(per_seed)})", bottom=0.1)  # fmt: skip
+
+
+PROBLEM_7 = Problem(problem_7, Claim(
+    book="rewarding the public tests teaches special-casing them (the public-hidden gap opens); "
+         "hidden-test reward with an exploit detector keeps it closed",
+    effect="public-hidden pass gap, last quarter, public reward minus hidden reward + detector",
+    cause="the weak base too rarely plays the hardcoding edit for RL to find and amplify it",
+), arms_figure([("public_hidden_gap", "public - hidden pass rate"),
+                ("hack_rate", "share of episodes hardcoded"),
+                ("pass_rate", "hidden pass rate")],
+               "Problem 7: public-test reward against hidden reward + detector"))  # fmt: skip
+PROBLEM_8 = Problem(problem_8, Claim(
+    book="partial credit (the fraction of tests passed) lets the policy settle for partial "
+         "passes: fewer full solves than the binary reward",
+    effect="full-solve rate, last quarter, binary minus fraction reward",
+    cause="the full fix is one edit that costs no more than a partial one, so the fraction "
+          "reward's best episode is still the fix; a gym where a partial fix is cheaper than "
+          "the full one (several edits, or a per-edit cost) would show it",
+), arms_figure([("reward", "training reward per episode"),
+                ("pass_rate", "full-solve rate (hidden tests)"),
+                ("immediate_submit_frac", "share submitting at once")],
+               "Problem 8: partial credit against binary reward"))  # fmt: skip
+PROBLEM_9 = Problem(problem_9, Claim(
+    book="flipping verdicts with probability f scales the expected gradient by 1 - 2f; a "
+         "majority of 3 re-runs of successes restores most of it",
+    effect="largest |measured - predicted| gradient scale over f and votes",
+    threshold=0.05,
+    below=True,
+    cause="too few noise draws for the Monte Carlo mean to settle",
+), draw_9)  # fmt: skip
+PROBLEM_12 = Problem(problem_12, Claim(
+    book="a per-turn step penalty teaches short episodes, down to submitting at once: in a "
+         "group a short failure out-earns a long one",
+    effect="turns per episode, last quarter, no penalty minus penalty 0.1 (turns)",
+    cause="the weak base's success rate is above the penalty's break-even, so longer "
+          "attempts still pay",
+), arms_figure([("immediate_submit_frac", "share submitting at once"),
+                ("mean_turns", "tool calls per episode"),
+                ("pass_rate", "hidden pass rate")],
+               "Problem 12: step penalty against none, from the weak base"))  # fmt: skip
+PROBLEM_13 = Problem(problem_13, Claim(
+    book="scoring a truncated episode as 0 discards the correct work in it; scoring its final "
+         "state with the hidden tests credits that work (the book's default for coding)",
+    effect="share of groups with no learning signal (all rewards equal), last quarter, zero "
+           "minus final-state scoring",
+    cause="no truncated episode's final state passed, so both rules scored every episode 0",
+), arms_figure([("final_state_pass", "truncated final state passes hidden tests"),
+                ("reward", "training reward per episode"),
+                ("degenerate_frac", "share of groups with no signal")],
+               "Problem 13: truncation scored 0 or by the final state, 3-call budget"))  # fmt: skip
