@@ -58,7 +58,10 @@ def test_a_claim_is_shown_only_when_its_interval_clears_the_threshold():
     # same mean, wider spread: SE 0.173, interval [-0.15, 0.55] does not
     v = judge(claim, [{"effect": x} for x in (-0.1, 0.2, 0.5)])
     assert not v["shown"] and v["k"] == 2 and v["n"] == 3
-    assert "NOT SHOWN" in verdict_line(claim, v) and "because" in verdict_line(claim, v)
+    assert "NOT SHOWN" in verdict_line(claim, v) and "too few seeds" in verdict_line(claim, v)
+    # the mean on the wrong side: the problem's own cause
+    v = judge(claim, [{"effect": x} for x in (-0.1, -0.2, 0.05)])
+    assert not v["shown"] and "because" in verdict_line(claim, v)
     # an identity that fails on one seed is not shown, whatever the effect
     assert not judge(claim, [{"effect": 1.0}, {"effect": 1.1, "holds": False}])["shown"]
     below = Claim(book="b", effect="e", threshold=1e-4, below=True)
@@ -91,6 +94,10 @@ def test_seeds_resume_after_a_failure_and_run_the_same_on_ray(tmp_path, monkeypa
         problems.run(2, [0], quick=True, out=tmp_path / "a")
     with pytest.raises(ArlError, match="another run"):  # the same problem at other settings
         problems.run(1, [0, 1], quick=False, out=tmp_path / "a")
+    for garbage in ("{not json", "[1, 2]", '{"problem": 1, "quick": true}'):
+        (tmp_path / "a" / "results.json").write_text(garbage)  # corrupt: refused, one line
+        with pytest.raises(ArlError, match="results.json"):
+            problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
 
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'arl[ray]')")
     from arl.parallel import Where

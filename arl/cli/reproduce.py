@@ -68,6 +68,24 @@ def print_ch15(payload: dict, out) -> None:
                   f"{', '.join(payload['figures'])} and checkpoints/")  # fmt: skip
 
 
+def add_seed_flags(p: argparse.ArgumentParser, seeds: int, what: str) -> None:
+    """--seed, --seeds, --workers and --ray: which seeds, and where they run."""
+    p.add_argument("--seed", type=seed_int, default=0, help="first seed")
+    p.add_argument(
+        "--seeds",
+        type=int_in(1, 100),
+        default=seeds,
+        help=f"N seeds (seed .. seed+N-1, N <= 100; default {seeds}): {what}",
+    )
+    p.add_argument(
+        "--workers",
+        type=int_in(1, 64),
+        default=None,
+        help="parallel processes (default: one per core, at most one per seed)",
+    )
+    add_ray_flag(p)
+
+
 def problem_number(text: str) -> str:
     """`all`, or a positive integer (whether it is a reproduced problem is checked later)."""
     if text == "all":
@@ -92,20 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="a reduced run that only checks every section runs (no verdicts)",
     )
-    c.add_argument("--seed", type=seed_int, default=0, help="first seed")
-    c.add_argument(
-        "--seeds",
-        type=int_in(1, 100),
-        default=1,
-        help="N seeds (seed .. seed+N-1, N <= 100): numbers as mean +- SE, rows as k/N",
-    )
-    c.add_argument(
-        "--workers",
-        type=int_in(1, 64),
-        default=None,
-        help="parallel processes (default: one per core, at most one per seed)",
-    )
-    add_ray_flag(c)
+    add_seed_flags(c, 1, "numbers as mean +- SE, rows as k/N")
     c.add_argument(
         "--overwrite",
         action="store_true",
@@ -134,20 +139,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--quick", action="store_true", help="a reduced run (checks it runs; no results)"
     )
-    q.add_argument("--seed", type=seed_int, default=0, help="first seed")
-    q.add_argument(
-        "--seeds",
-        type=int_in(1, 100),
-        default=3,
-        help="N seeds (seed .. seed+N-1, N <= 100; default 3): the effect as mean +- SE, k/N",
-    )
-    q.add_argument(
-        "--workers",
-        type=int_in(1, 64),
-        default=None,
-        help="parallel processes (default: one per core, at most one per seed)",
-    )
-    add_ray_flag(q)
+    add_seed_flags(q, 3, "the effect as mean +- SE, k/N seeds")
     q.add_argument(
         "--out", default=None, help="output directory (default runs/problem-N; runs/problems)"
     )

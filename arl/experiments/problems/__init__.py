@@ -20,6 +20,7 @@ from arl.experiments.problems import dynamics, estimators, rewards, systems
 from arl.experiments.problems.common import (
     Ctx,
     Problem,
+    cause_of,
     judge,
     num,
     set_threads,
@@ -64,15 +65,19 @@ def measure_seed(number: int, quick: bool, seed: int) -> dict:
 
 
 def _settings(number: int, quick: bool) -> dict:
-    return {"problem": number, "quick": quick}
+    """What a resumed or read-back run must share: the problem, its size and its claim."""
+    return plain({"problem": number, "quick": quick, "claim": asdict(get(number).claim)})
 
 
 def _read(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())
+        saved = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise ArlError(f"{path} is unreadable ({type(e).__name__}); pass --overwrite to "
                        "start again") from None  # fmt: skip
+    if not isinstance(saved, dict):
+        raise ArlError(f"{path} is not a problem run's results; pass --overwrite to start again")
+    return saved
 
 
 def run(
@@ -87,9 +92,9 @@ def run(
     """Run one problem on `seeds`; write results.json and problem-N.png under out.
 
     Seeds run where `where` says (this process, local processes, Ray), each saved to
-    results.partial.json as it finishes; a rerun resumes them, and a finished run with the
-    same settings and seeds is read back, not rerun. Another run's folder is refused unless
-    `overwrite`.
+    results.partial.json as it finishes; a rerun resumes them, and seeds of a finished run
+    with the same settings are read back, not rerun (the verdict, conclusion and figure are
+    made again from them). Another run's folder is refused unless `overwrite`.
     """
     problem = get(number)
     seeds = [0] if seeds is None else list(seeds)
@@ -106,14 +111,17 @@ def run(
                 if {k: saved.get(k) for k in settings} != settings:
                     raise ArlError(f"{out / name} holds another run; choose another --out or "
                                    "pass --overwrite")  # fmt: skip
-                if name == "results.json" and saved.get("seeds") == seeds:
-                    log(f"problem {number}: finished in {out}; read back (--overwrite reruns)")
-                    return saved
-                done |= {int(r["seed"]): r for r in saved.get("per_seed", [])}
+                try:
+                    done |= {int(r["seed"]): r for r in saved.get("per_seed", [])}
+                except (KeyError, TypeError, ValueError, AttributeError):
+                    raise ArlError(f"{out / name} is not a problem run's results; pass "
+                                   "--overwrite to start again") from None  # fmt: skip
         todo = [s for s in seeds if s not in done]
-        if len(todo) < len(seeds):
+        if not todo:
+            log(f"problem {number}: every seed finished in {out}; read back and judged again "
+                "(--overwrite reruns)")  # fmt: skip
+        elif len(todo) < len(seeds):
             log(f"problem {number}: seeds {sorted(set(seeds) - set(todo))} already done")
-        t0 = time.perf_counter()
         jobs = [(number, quick, s) for s in todo]
         for (_, _, s), r in run_many(measure_seed, jobs, where or Where()):
             done[s] = plain(r, ndigits=6)  # as a resumed seed reads it back: same verdict
@@ -127,14 +135,13 @@ def run(
         results = {
             **settings,
             "seeds": seeds,
-            "claim": asdict(problem.claim),
             "effect": {k: verdict[k] for k in ("n", "mean", "se", "lo", "hi", "z", "k")},
             "identity_holds": verdict["identity_holds"],
             "shown": verdict["shown"],
             "conclusion": verdict_line(problem.claim, verdict),
+            "cause": cause_of(problem.claim, verdict),
             "per_seed": per_seed,
             "seconds": round(sum(r["seconds"] for r in per_seed), 1),
-            "wall_seconds": round(time.perf_counter() - t0, 1),
         }
         results = plain(results, ndigits=6)  # what is returned is what is read back
         atomic_write_json(out / "results.json", results)
@@ -155,7 +162,7 @@ def summary_rows(results: dict[int, dict]) -> list[dict]:
             f"[{num(e['lo'], True)}, {num(e['hi'], True)}]",
             "seeds": f"{e['k']}/{e['n']}",
             "shown": r["shown"],
-            "cause": "" if r["shown"] else r["claim"]["cause"],
+            "cause": r["cause"],
         })  # fmt: skip
     return rows
 

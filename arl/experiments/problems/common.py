@@ -90,9 +90,21 @@ def verdict_line(claim: Claim, v: dict) -> str:
                 else f"{num(v['mean'], True)} (one seed: no interval)")  # fmt: skip
     head = (f"{'SHOWN' if v['shown'] else 'NOT SHOWN'}: {claim.effect} = {interval}, "
             f"{v['k']}/{v['n']} seeds {rel} {claim.threshold:g}")  # fmt: skip
+    cause = cause_of(claim, v)
+    return head + (f". Likely cause: {cause}" if cause else ".")
+
+
+def cause_of(claim: Claim, v: dict) -> str:
+    """Why a claim was not shown ("" when it was): a failed identity, too few seeds for an
+    effect whose mean lies on the claimed side, or the problem's own likely cause."""
+    if v["shown"]:
+        return ""
     if not v["identity_holds"]:
-        head += "; the identity failed on some seed"
-    return head + ("." if v["shown"] else f". Likely cause: {claim.cause}")
+        return "the identity the problem checks failed on some seed"
+    if (v["mean"] < claim.threshold) if claim.below else (v["mean"] > claim.threshold):
+        return (f"the mean lies on the claimed side ({v['k']}/{v['n']} seeds), but its "
+                f"interval reaches {claim.threshold:g}: too few seeds for its spread")  # fmt: skip
+    return claim.cause
 
 
 def set_threads() -> int:

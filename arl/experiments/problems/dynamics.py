@@ -146,7 +146,7 @@ PROBLEM_28 = Problem(problem_28, Claim(
            "(nats)",
     cause="the tokens after each call are as predictable as the calls' first tokens, so the "
           "dashboard happens to read the same entropy",
-), arms_figure([("entropy", "entropy on the loss mask, dashboard (nats)"),
+), arms_figure([("entropy", "dashboard entropy, loss mask (nats)"),
                 ("pass_rate", "hidden pass rate"),
                 ("reward", "training reward per episode")],
                "Problem 28: the loss mask shifted by one"))  # fmt: skip
