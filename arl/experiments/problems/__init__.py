@@ -170,8 +170,10 @@ def summary_rows(results: dict[int, dict]) -> list[dict]:
 def markdown(rows: list[dict], quick: bool) -> str:
     head = ["| problem | book's claim | effect (per seed) | mean +- SE [2-SE interval] | seeds "
             "| shown | cause if not |", "|---|---|---|---|---|---|---|"]  # fmt: skip
-    lines = [f"| {r['problem']} | {r['claim']} | {r['effect']} | {r['measured']} | {r['seeds']} "
-             f"| {'yes' if r['shown'] else 'no'} | {r['cause']} |" for r in rows]  # fmt: skip
+    cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731 (a | inside a cell)
+    lines = [f"| {r['problem']} | {cell(r['claim'])} | {cell(r['effect'])} | {r['measured']} "
+             f"| {r['seeds']} | {'yes' if r['shown'] else 'no'} | {cell(r['cause'])} |"
+             for r in rows]  # fmt: skip
     shown = sum(r["shown"] for r in rows)
     note = " (QUICK settings: too small to show anything; not results)" if quick else ""
     return "\n".join([f"{shown} of {len(rows)} problems show their mechanism{note}.", "", *head,
