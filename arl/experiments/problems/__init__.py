@@ -9,6 +9,7 @@ results.json under `shown`, beside every seed's numbers and a figure drawn over 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -58,8 +59,8 @@ def measure_seed(number: int, quick: bool, seed: int) -> dict:
     """One seed of one problem (a picklable task for local processes and Ray)."""
     t0 = time.perf_counter()
     results, detail = get(number).measure(Ctx(number=number, quick=quick, seed=seed))
-    if "effect" not in results:
-        raise RuntimeError(f"problem {number} measured no effect")  # a bug, not bad input
+    if not math.isfinite(float(results.get("effect", float("nan")))):
+        raise RuntimeError(f"problem {number} measured no finite effect")  # a bug, not input
     return {"seed": seed, **results, "detail": detail,
             "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
 

@@ -124,12 +124,9 @@ def set_threads() -> int:
 
 
 def base_config(ctx: Ctx) -> BaseConfig:
-    """The shared bases (cached); --quick uses a smaller model trained for fewer steps."""
-    if ctx.quick:
-        return BaseConfig(
-            seed=ctx.seed, n_layer=2, n_embd=64, weak_steps=60, sft_steps=30, cold_start_step=10
-        )
-    return BaseConfig(seed=ctx.seed)
+    """The shared bases (cached); --quick uses the one reduced preset, BaseConfig.quick()."""
+    base = BaseConfig(seed=ctx.seed)
+    return base.quick() if ctx.quick else base
 
 
 def start(ctx: Ctx, kind: str) -> TinyAgent:

@@ -177,8 +177,9 @@ def problem_9(ctx: Ctx):
 
 
 def _z(diff: float, se: float) -> float:
-    """diff in standard errors (0 when both are 0: f = 0 has no noise at all)."""
-    return 0.0 if diff == 0 else diff / se if se > 0 else float("inf")
+    """diff in standard errors; at f = 0 there is no noise (se 0, diff at rounding level), so
+    the SE is floored at 1e-9 to keep z finite."""
+    return diff / max(se, 1e-9)
 
 
 def problem_12(ctx: Ctx):
