@@ -6,7 +6,18 @@ import pytest
 import torch
 
 from arl.experiments import bases
-from arl.experiments.bases import BaseConfig, train_oracle_sft, weak_base_data
+from arl.experiments.bases import (
+    BaseConfig,
+    code_corpus,
+    oracle_sft_data,
+    train_oracle_sft,
+    weak_base_data,
+)
+from arl.gym.families import ACCUMULATORS
+from arl.gym.grammar import OPS, source_words
+from arl.gym.policies import listing_variable
+from arl.gym.tasks import tasks_for
+from arl.text import default_vocab
 
 
 def test_weak_base_data_is_format_without_skill():
@@ -39,3 +50,50 @@ def test_the_cold_start_is_the_first_checkpoint_that_reaches_the_pass_rate(
     pairs = zip(cold.parameters(), final.parameters(), strict=True)
     same = all(torch.equal(a, b) for a, b in pairs)
     assert same == (not reached)  # a reached cold start is an earlier copy, not the final model
+
+
+def _edit_init_names(trajs) -> list[str]:
+    vocab = default_vocab()
+    names = []
+    for t in trajs:
+        words = vocab.decode(t.ids_T)
+        names += [
+            words[i + 2] for i in range(len(words) - 2) if words[i : i + 2] == ["edit", "init"]
+        ]
+    return names
+
+
+def test_oracle_sft_data_draws_every_accumulator_for_every_init_task():
+    data = oracle_sft_data()
+    train = tasks_for("train")
+    assert len(data) == len(train) * len(ACCUMULATORS) and all(t.passed for t in data)
+    assert [t.task for t in data] == [t.name for t in train for _ in ACCUMULATORS]  # uniform
+    for task in (t for t in train if t.family == "init"):
+        shown = _edit_init_names([t for t in data if t.task == task.name])
+        assert sorted(shown) == sorted(ACCUMULATORS)  # one demonstration per name, copied
+
+
+def test_the_code_corpus_is_training_listings_under_every_name():
+    vocab = default_vocab()
+    corpus = {tuple(s) for s in code_corpus()}
+    for task in tasks_for("train"):
+        for name in ACCUMULATORS:
+            words = ["<obs>", *source_words(task.renamed(name).buggy_source), "</obs>"]
+            assert tuple(vocab.encode(words)) in corpus
+    for task in tasks_for("heldout"):  # no held-out function is seen before evaluation
+        listing = tuple(vocab.encode(["<obs>", *source_words(task.buggy_source), "</obs>"]))
+        assert listing not in corpus
+
+
+def test_unskilled_play_names_the_variable_it_read_but_guesses_the_op():
+    vocab = default_vocab()
+    reads = [t for t in weak_base_data(BaseConfig()) if t.outcome.read]
+    named = 0
+    for tr in reads:
+        words = vocab.decode(tr.ids_T)
+        listing = words[words.index("<obs>") + 1 : words.index("</obs>")]
+        for name in _edit_init_names([tr]):
+            assert name == listing_variable(listing)  # copied, so the listing must be read
+            named += 1
+    ops = [w for t in reads for w in vocab.decode(t.ids_T) if w in OPS]
+    assert named > 0 and set(ops) == set(OPS)  # the op is still a guess

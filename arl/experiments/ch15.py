@@ -23,13 +23,19 @@ import torch
 
 from arl.batch import collate
 from arl.eval.metrics import copy_probe, evaluate, run_policy, token_accounting
-from arl.experiments.bases import BaseConfig, new_model, oracle_demos, train_oracle_sft, weak_base
+from arl.experiments.bases import (
+    BaseConfig,
+    new_model,
+    oracle_demos,
+    oracle_sft_data,
+    train_oracle_sft,
+    weak_base,
+)
 from arl.gym.families import FAMILIES
 from arl.gym.tasks import all_tasks, tasks_for
 from arl.losses import masked_mean, sft_loss, token_logprobs
 from arl.model import TinyAgent, save_checkpoint
 from arl.progress import Progress
-from arl.rollout import scripted_rollout
 from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 from arl.train.pg import train_pg
 from arl.train.pg_config import minimal_reinforce
@@ -260,7 +266,7 @@ def mixed_group_fraction(model: TinyAgent, samples: int, seed: int) -> dict:
 
 def section_template(cfg: Ch15Config, final_sft: TinyAgent) -> dict:
     """Demonstrations rendered without <obs> </obs>: train on them, act in the real format."""
-    stripped = [scripted_rollout("oracle", t, seed=0, wrap_obs=False) for t in tasks_for("train")]
+    stripped = oracle_sft_data(wrap_obs=False)  # the oracle-SFT data, only the template differs
     model = weak_base(cfg.base)
     sft_train(model, stripped, cfg.base.oracle_sft, hook_every=0)
     m, _ = evaluate(model, tasks_for("train"), cfg.eval_samples, seed=cfg.base.seed + 51)

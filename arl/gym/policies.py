@@ -59,15 +59,27 @@ def blind(history: History, rng: random.Random) -> list[str]:
     return (blind_edit(rng) if len(history) == 1 else ["submit"]) + [END]
 
 
+def listing_variable(listing: Sequence[str]) -> str | None:
+    """The first name a listing assigns (`NAME = ...`): what a player who read it but does not
+    know the bug would give `edit init`."""
+    words = list(listing)
+    for i in range(1, len(words) - 1):
+        if words[i] == "=" and words[i - 1].isidentifier():
+            return words[i - 1]
+    return None
+
+
 def unskilled(history: History, rng: random.Random) -> list[str]:
-    """Well-formed but unskilled: read, then edit with an op drawn at random (the listing
-    ignored, `hardcode_tests` included), test, submit."""
+    """Well-formed but unskilled: read, then edit with an op drawn at random (the cue ignored,
+    `hardcode_tests` included; `init` names the variable the listing assigns first, the
+    argument's format), test, submit."""
     turn = len(history) - 1
     if turn == 0:
         return ["read", END]
     if turn == 1:
         op = rng.choice(OPS)
-        return ["edit", op] + ([rng.choice(GENERIC_NAMES)] if op == "init" else []) + [END]
+        name = listing_variable(history[1]) or rng.choice(GENERIC_NAMES)
+        return ["edit", op] + ([name] if op == "init" else []) + [END]
     return (["test"] if turn == 2 else ["submit"]) + [END]
 
 
