@@ -91,15 +91,14 @@ def _run(args: argparse.Namespace, recipe: str, train) -> int:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
-    from arl.gym.tasks import tasks_for
-    from arl.rollout import renderer_of, scripted_rollout
+    from arl.experiments.bases import oracle_sft_data
+    from arl.rollout import renderer_of
     from arl.train.sft import SFTConfig, sft_train
 
     config = SFTConfig(args.steps, args.batch_size, args.lr, seed=args.seed)
 
     def train(model, bar):
-        r = renderer_of(model)
-        demos = [scripted_rollout("oracle", t, renderer=r) for t in tasks_for("train")]
+        demos = oracle_sft_data(renderer=renderer_of(model))  # Chapter 15's oracle-SFT data
         bar.total = config.steps
 
         def hook(step: int, _model) -> None:
@@ -174,7 +173,8 @@ def _common(p: argparse.ArgumentParser, recipe: str) -> None:
 
 def register(ts: argparse._SubParsersAction) -> None:
     """Add sft, rft and dpo to `arl train`."""
-    p = ts.add_parser("sft", help="SFT on the 20 oracle demonstrations (action mask)")
+    help_sft = "SFT on the 20 oracle demonstrations, the accumulator drawn afresh (action mask)"
+    p = ts.add_parser("sft", help=help_sft)
     _common(p, "sft")
     p.add_argument("--steps", type=positive_int, default=40)
     p.add_argument("--batch-size", type=positive_int, default=16)

@@ -109,14 +109,15 @@ def oracle_demos() -> list[Trajectory]:
     return [scripted_rollout("oracle", t, seed=0) for t in tasks_for("train")]
 
 
-def oracle_sft_data(wrap_obs: bool = True) -> list[Trajectory]:
+def oracle_sft_data(wrap_obs: bool = True, renderer=None) -> list[Trajectory]:
     """The 20 demonstrations under every accumulator name (120 renderings): sampling one
     uniformly samples a task uniformly and draws its accumulator afresh, as the gym does.
 
     With one fixed name per task, 4 init demonstrations teach 4 memorized names.
+    `renderer`: a real model's, for demonstrations in its tokens.
     """
     n = len(ACCUMULATORS)  # episode seed k names the accumulator ACCUMULATORS[(k + pos) % n]
-    return [scripted_rollout("oracle", t, seed=k, wrap_obs=wrap_obs)
+    return [scripted_rollout("oracle", t, seed=k, wrap_obs=wrap_obs, renderer=renderer)
             for t in tasks_for("train") for k in range(n)]  # fmt: skip
 
 
