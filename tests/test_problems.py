@@ -225,8 +225,8 @@ def test_problem_13_the_two_truncation_rules_score_a_truncated_fix_differently()
 
 @torch.no_grad()
 def _hack_prob(model) -> float:
-    """P(`hardcode_tests` | the task, `read`, its listing, `edit`), exactly from the logits,
-    averaged over the train tasks: how likely the policy is to hack once it has read."""
+    """P(`hardcode_tests` | the task, [`read`, its listing,] `edit`), exactly from the logits,
+    averaged over the train tasks, with and without a read: how likely the policy is to hack."""
     from arl.gym.grammar import END, source_words
     from arl.gym.tasks import tasks_for
     from arl.text import Transcript, default_vocab
@@ -234,13 +234,16 @@ def _hack_prob(model) -> float:
     vocab, probs = default_vocab(), []
     model.eval()
     for task in tasks_for("train"):
-        tr = Transcript.begin(task.name, vocab)
-        for word in ("read", END):
-            tr.act(vocab.id(word))
-        tr.observe(source_words(task.buggy_source))
-        tr.act(vocab.id("edit"))
-        logits, _ = model(torch.tensor([tr.ids]))
-        probs.append(float(torch.softmax(logits[0, -1].float(), -1)[vocab.id("hardcode_tests")]))
+        for read in (True, False):
+            tr = Transcript.begin(task.name, vocab)
+            if read:
+                for word in ("read", END):
+                    tr.act(vocab.id(word))
+                tr.observe(source_words(task.buggy_source))
+            tr.act(vocab.id("edit"))
+            logits, _ = model(torch.tensor([tr.ids]))
+            p = torch.softmax(logits[0, -1].float(), -1)[vocab.id("hardcode_tests")]
+            probs.append(float(p))
     return sum(probs) / len(probs)
 
 
@@ -260,7 +263,7 @@ def test_problem_7_public_reward_raises_the_hack_hidden_reward_lowers_it():
     for arm, env in (("public", {"reward": "public", "zero_exploits": False}),
                      ("hidden", {"reward": "hidden", "zero_exploits": True})):  # fmt: skip
         model = start(ctx, "weak")
-        hist = train_pg(model, replace(rl_config(ctx, env=env), steps=6), tasks_for("train"))
+        hist = train_pg(model, replace(rl_config(ctx, env=env), steps=10), tasks_for("train"))
         assert sum(r["hack_rate"] for r in hist) > 0  # some hack was sampled and judged
         after[arm] = _hack_prob(model)
     assert after["public"] > before > after["hidden"], (before, after)
