@@ -97,3 +97,15 @@ def test_unskilled_play_names_the_variable_it_read_but_guesses_the_op():
             named += 1
     ops = [w for t in reads for w in vocab.decode(t.ids_T) if w in OPS]
     assert named > 0 and set(ops) == set(OPS)  # the op is still a guess
+
+
+def test_the_weak_base_cache_key_ignores_oracle_sft_settings():
+    """A sweep of oracle-SFT settings reuses one weak base; its own settings still count."""
+    from dataclasses import fields
+
+    key = bases._fingerprint
+    assert set(bases.ORACLE_FIELDS) <= {f.name for f in fields(BaseConfig)}
+    c = BaseConfig()
+    assert key("weak_base", replace(c, sft_lr=3e-3, sft_batch=80)) == key("weak_base", c)
+    assert key("weak_base", replace(c, weak_lr=2e-3)) != key("weak_base", c)
+    assert key("cold_start", replace(c, sft_lr=3e-3)) != key("cold_start", c)

@@ -137,9 +137,18 @@ def code_corpus() -> list[list[int]]:
     return out
 
 
+# what only the oracle SFT and the cold start read: the weak base does not depend on them
+ORACLE_FIELDS = ("sft_steps", "sft_lr", "sft_batch", "cold_start_pass", "cold_eval_every",
+                 "cold_eval_samples", "cold_start_step")  # fmt: skip
+
+
 def _fingerprint(kind: str, config: BaseConfig) -> str:
+    """The cache key: the recipe version, the settings `kind` depends on, and the gym."""
     gym = [default_vocab().words] + [(t.name, t.buggy_source, t.split) for t in all_tasks()]
-    blob = json.dumps([kind, BASES_VERSION, asdict(config), gym], default=str)
+    settings = asdict(config)
+    if kind == "weak_base":  # a sweep over oracle-SFT settings reuses one weak base
+        settings = {k: v for k, v in settings.items() if k not in ORACLE_FIELDS}
+    blob = json.dumps([kind, BASES_VERSION, settings, gym], default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -35,7 +35,8 @@ CONVERGED_BY = 40  # ... by this step
 COPY_RATE_MIN = 0.8  # copy probe after oracle SFT
 IDENTITY_TOL = 1e-4  # relative error of the RFT gradient identity (and 1 - cosine)
 EI_RISE = 0.2  # expert iteration's rise over the weak base
-EI_CEILING = 0.8  # expert iteration's ceiling: init (a fifth of the tasks) is never solved
+EI_CEILING = 0.8  # expert iteration's ceiling: init (a fifth of the tasks) is never learned
+INIT_SHARE = 0.2  # init's share of the tasks (4 of 20), so of a train evaluation's episodes
 EI_HELDOUT_MAX = 0.4  # expert iteration's held-out pass stays low
 DPO_REJECTED_MAX = -20  # nats: DPO pushes the rejected episodes down
 DPO_MALFORMED_FACTOR = 5  # DPO multiplies malformed calls by at least this ...
@@ -179,7 +180,11 @@ def _rft_rows(R: dict, e: Ends) -> list[Row]:
     rounds, ident, pub = R["rft"]["rounds"], R["rft"]["identity"], R["public_rft"]["rounds"]
     ei = [e.weak["train"]] + [r["train"] for r in rounds]  # from the weak base, round by round
     gains = [b - a for a, b in zip(ei, ei[1:], strict=False)]
-    never_init = all(r["family_share"]["init"] == 0 for r in rounds)
+    # the ceiling's cause: the final policy does not solve init (pass within Z SE of zero);
+    # the weak base's rare copies may be kept early, but filtered cloning does not amplify them
+    n_init = round(e.n_tr * INIT_SHARE)
+    init_end = rounds[-1]["train_family"]["init"]
+    init_kept = rounds[0]["family_share"]["init"]
     held_max = max(r["heldout"] for r in rounds)
     kept = rounds[min(1, len(rounds) - 1)]
     tol = f"{IDENTITY_TOL:.0e}".replace("e-0", "e-")
@@ -193,13 +198,16 @@ def _rft_rows(R: dict, e: Ends) -> list[Row]:
              and ident["cosine_mean_baseline_sft"] < 1 - IDENTITY_TOL,
              f"relative error < {tol}; the mean baseline changes the direction"),
         _row("expert_iteration",
-             {**{f"r{i}": v for i, v in enumerate(ei)}, "ho": held_max},
-             " -> ".join(f"{{r{i}:.2f}}" for i in range(len(ei))) + "; held-out <= {ho:.2f}",
+             {**{f"r{i}": v for i, v in enumerate(ei)}, "ho": held_max, "init": init_end,
+              "kept0": init_kept},
+             " -> ".join(f"{{r{i}:.2f}}" for i in range(len(ei)))
+             + "; held-out <= {ho:.2f}; init pass {init:.2f} (round-1 kept share {kept0:.0%})",
              above(ei[-1], e.n_tr, ei[0], e.n_tr, by=EI_RISE) and gains[-1] < max(gains) / 2
-             and ei[-1] <= EI_CEILING + Z * se(ei[-1], e.n_tr) and never_init
-             and held_max <= EI_HELDOUT_MAX,
+             and ei[-1] <= EI_CEILING + Z * se(ei[-1], e.n_tr)
+             and init_end <= Z * se(0.0, n_init) and held_max <= EI_HELDOUT_MAX,
              f"rises > {EI_RISE} ({SE}); plateaus (last gain < half the largest) under the init "
-             f"ceiling {EI_CEILING}; init never kept; held-out <= {EI_HELDOUT_MAX}"),
+             f"ceiling {EI_CEILING}; init not learned (last round's init pass within {SE} of 0); "
+             f"held-out <= {EI_HELDOUT_MAX}"),
         _row("kept_set",
              {"kept": kept["kept"], "distinct": kept["distinct_action_sequences"]},
              "{kept:.0f} episodes, {distinct:.0f} distinct",
