@@ -2,6 +2,7 @@
 is about, asserted wherever it is deterministic at quick settings."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -94,6 +95,21 @@ def test_seeds_resume_after_a_failure_and_run_the_same_on_ray(tmp_path, monkeypa
         problems.run(2, [0], quick=True, out=tmp_path / "a")
     with pytest.raises(ArlError, match="another run"):  # the same problem at other settings
         problems.run(1, [0, 1], quick=False, out=tmp_path / "a")
+    # a changed rule (threshold, cause) judges the saved seeds again; a changed effect is refused
+    real_get = problems.get
+
+    def with_claim(**change):
+        p = real_get(1)
+        monkeypatch.setattr(problems, "get", lambda n: replace(p, claim=replace(p.claim, **change)))
+
+    with_claim(threshold=1e9, cause="c")
+    again = problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
+    assert calls == [0, 1, 1] and done["shown"] and not again["shown"]
+    assert again["claim"]["threshold"] == 1e9
+    with_claim(effect="another quantity")
+    with pytest.raises(ArlError, match="another run"):
+        problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
+    monkeypatch.setattr(problems, "get", real_get)
     for garbage in ("{not json", "[1, 2]", '{"problem": 1, "quick": true}'):
         (tmp_path / "a" / "results.json").write_text(garbage)  # corrupt: refused, one line
         with pytest.raises(ArlError, match="results.json"):

@@ -70,6 +70,18 @@ def _settings(number: int, quick: bool) -> dict:
     return plain({"problem": number, "quick": quick, "claim": asdict(get(number).claim)})
 
 
+def _same_measurement(saved: dict, settings: dict) -> bool:
+    """Whether saved seeds measured what `settings` measures: the problem, its size and its
+    effect. The claim's threshold, direction and cause may differ: the verdict is redone."""
+    claim = saved.get("claim")
+    return (
+        {k: saved.get(k) for k in ("problem", "quick")}
+        == {k: settings[k] for k in ("problem", "quick")}
+        and isinstance(claim, dict)
+        and claim.get("effect") == settings["claim"]["effect"]
+    )
+
+
 def _read(path: Path) -> dict:
     try:
         saved = json.loads(path.read_text())
@@ -109,7 +121,7 @@ def run(
         for name in ("results.json", "results.partial.json"):
             if (out / name).exists():
                 saved = _read(out / name)
-                if {k: saved.get(k) for k in settings} != settings:
+                if not _same_measurement(saved, settings):
                     raise ArlError(f"{out / name} holds another run; choose another --out or "
                                    "pass --overwrite")  # fmt: skip
                 try:

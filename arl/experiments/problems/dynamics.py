@@ -130,11 +130,11 @@ PROBLEM_26 = Problem(problem_26, Claim(
     effect="share of the starting entropy lost by the last quarter, lr 1e-3 with 2 epochs x 2 "
            "minibatches",
     threshold=0.5,
-    cause="on this gym a too-large step breaks the call format before it sharpens the policy: "
-          "failures (most episodes) push their sampled tokens down, mass spreads onto malformed "
-          "calls and entropy rises; the cold start is no alternative, its entropy is already "
-          "about 0.05 nats after SFT. A base whose calls are a small, robust part of each "
-          "episode (as in a pretrained LM) would let entropy fall instead",
+    cause="on this gym a too-large step breaks the call format as it sharpens the policy: "
+          "failures (most episodes) push their sampled tokens down and mass spreads onto "
+          "malformed calls, so the pass rate falls and groups go all-fail (the book's other "
+          "symptom), while the broken calls keep entropy from collapsing on most seeds; the cold "
+          "start is no alternative, its entropy is already about 0.05 nats after SFT",
 ), arms_figure([("entropy", "entropy on policy tokens (nats)"),
                 ("malformed_per_episode", "malformed calls per episode"),
                 ("pass_rate", "hidden pass rate")],
