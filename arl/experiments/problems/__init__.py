@@ -73,13 +73,9 @@ def _settings(number: int, quick: bool) -> dict:
 def _same_measurement(saved: dict, settings: dict) -> bool:
     """Whether saved seeds measured what `settings` measures: the problem, its size and its
     effect. The claim's threshold, direction and cause may differ: the verdict is redone."""
-    claim = saved.get("claim")
-    return (
-        {k: saved.get(k) for k in ("problem", "quick")}
-        == {k: settings[k] for k in ("problem", "quick")}
-        and isinstance(claim, dict)
-        and claim.get("effect") == settings["claim"]["effect"]
-    )
+    claim = saved.get("claim") if isinstance(saved.get("claim"), dict) else {}
+    theirs = (saved.get("problem"), saved.get("quick"), claim.get("effect"))
+    return theirs == (settings["problem"], settings["quick"], settings["claim"]["effect"])
 
 
 def _read(path: Path) -> dict:
