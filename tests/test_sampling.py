@@ -43,10 +43,12 @@ def test_rows_of_a_batch_are_sampled_independently():
 
     p = torch.linspace(0.1, 0.9, 128)  # (B,) one probability per row, as tasks differ
     logits = torch.stack([p.log(), (1 - p).log()], dim=-1)  # (B, 2)
-    draws = torch.stack([
-        (sample(logits, 1.0, 1.0, torch.Generator().manual_seed(episode_seed(s, 0)))[0] == 0)
-        for s in range(400)
-    ]).float()  # (seeds, B), the run_policy seeding of a batch
+    draws = torch.stack(
+        [
+            (sample(logits, 1.0, 1.0, torch.Generator().manual_seed(episode_seed(s, 0)))[0] == 0)
+            for s in range(400)
+        ]
+    ).float()  # (seeds, B), the run_policy seeding of a batch
     means = draws.mean(1)  # (seeds,)
     binomial = float((p * (1 - p)).sum()) / 128**2
     assert 0.8 < float(means.var()) / binomial < 1.25  # 400 sets: +-0.07 is one SE of the ratio
