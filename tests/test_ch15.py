@@ -80,11 +80,11 @@ def test_a_killed_run_resumes_without_rerunning_finished_seeds(tmp_path, monkeyp
     calls = []
     real = ch15_seeds.run_seed
 
-    def dies_on_seed_1(cfg, seed, checkpoints=""):
-        calls.append(seed)
-        if seed == 1 and calls.count(1) == 1:
+    def dies_on_seed_1(cfg, seed, checkpoints="", apart=False):
+        calls.append((seed, apart))
+        if seed == 1 and calls.count((1, False)) == 1:
             raise KeyboardInterrupt  # the run is killed while seed 1 runs
-        return real(cfg, seed, checkpoints)
+        return real(cfg, seed, checkpoints, apart)
 
     monkeypatch.setattr(ch15_seeds, "run_seed", dies_on_seed_1)
     with pytest.raises(KeyboardInterrupt):
@@ -92,10 +92,12 @@ def test_a_killed_run_resumes_without_rerunning_finished_seeds(tmp_path, monkeyp
     partial = json.loads((out / "results.partial.json").read_text())
     assert [R["seed"] for R in partial["runs"]] == [0]
     payload = ch15_seeds.run_seeds(cfg, [0, 1], out, quick=True)
-    assert calls == [0, 1, 1]  # seed 0 was not run again
+    assert calls == [(0, False), (1, False), (1, False)]  # seed 0 was not run again
     assert [R["seed"] for R in payload["runs"]] == [0, 1]
-    # same seed, same bytes: seed 0 kept from the partial file equals a fresh run of it
-    fresh = ch15_seeds.run_seeds(cfg, [0], tmp_path / "again", quick=True)
+    # same seed, same bytes: seed 0 kept from the partial file equals a fresh run of it, here
+    # alone with two workers, so with its DPO section in a second process
+    fresh = ch15_seeds.run_seeds(cfg, [0], tmp_path / "again", quick=True, workers=2)
+    assert calls[-1] == (0, True)
     assert json.dumps(fresh["runs"][0]) == json.dumps(
         {**payload["runs"][0], "timings_s": fresh["runs"][0]["timings_s"]}
     )

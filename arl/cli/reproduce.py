@@ -22,7 +22,7 @@ def cmd_ch15(args: argparse.Namespace) -> int:
     cfg = ch15.Ch15Config()
     cfg = cfg.quick() if args.quick else cfg
     seeds = [args.seed + i for i in range(args.seeds)]
-    workers = args.workers or min(len(seeds), os.cpu_count() or 1)
+    workers = args.workers or min(max(len(seeds), 2), os.cpu_count() or 1)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     if args.retable:
         payload = ch15_seeds.retable(Path(args.out))
@@ -81,7 +81,8 @@ def add_seed_flags(p: argparse.ArgumentParser, seeds: int, what: str) -> None:
         "--workers",
         type=int_in(1, 64),
         default=None,
-        help="parallel processes (default: one per core, at most one per seed)",
+        help="parallel processes (default: one per core, at most one per seed; ch15 gives "
+        "a lone seed two, its DPO section in the second)",
     )
     add_ray_flag(p)
 

@@ -11,12 +11,16 @@ collapse), never a value.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import math
+import multiprocessing
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -34,7 +38,7 @@ from arl.experiments.bases import (
 from arl.gym.families import FAMILIES
 from arl.gym.tasks import all_tasks, tasks_for
 from arl.losses import masked_mean, sft_loss, token_logprobs
-from arl.model import TinyAgent, save_checkpoint
+from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
 from arl.progress import Progress
 from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 from arl.train.pg import train_pg
@@ -289,9 +293,23 @@ def section_template(cfg: Ch15Config, final_sft: TinyAgent) -> dict:
 SECTIONS = ("tokens", "sft", "rft", "public_rft", "dpo", "recipes", "groups", "template")
 
 
-def run(cfg: Ch15Config, progress: Callable[[str], None] = lambda name: None) -> dict:
+def _dpo_apart(cfg: Ch15Config, shape: dict, weights: bytes) -> tuple[dict, float]:
+    """section_dpo in a second process, one torch thread; the weak base comes as its shape
+    and its state dict's bytes. Returns the section's results and its seconds."""
+    torch.set_num_threads(1)
+    weak = TinyAgent(TinyAgentConfig(**shape))
+    weak.load_state_dict(torch.load(io.BytesIO(weights), weights_only=True))
+    t0 = time.perf_counter()
+    return section_dpo(cfg, weak), round(time.perf_counter() - t0, 1)
+
+
+def run(
+    cfg: Ch15Config, progress: Callable[[str], None] = lambda name: None, apart: bool = False
+) -> dict:
     """Every section once, for one seed; returns the results (plain JSON-able data, plus the
-    three models under `_models`)."""
+    three models under `_models`). `apart`: DPO, the longest section after SFT, runs in a
+    second process beside the others (a second core for one seed); the sections share no
+    random state, so the results are the same either way."""
     R: dict = {"seed": cfg.base.seed, "timings_s": {}}
     R["eval_n"] = {s: len(tasks_for(s)) * cfg.eval_samples for s in ("train", "heldout")}
 
@@ -305,27 +323,38 @@ def run(cfg: Ch15Config, progress: Callable[[str], None] = lambda name: None) ->
     R["tokens"] = timed("tokens", lambda: section_tokens(cfg))
     sft, weak, cold, final = timed("sft", lambda: section_sft(cfg))
     R["sft"] = sft
-    R["rft"] = timed("rft", lambda: section_rft(cfg, weak))
-    R["public_rft"] = timed("public_rft", lambda: section_public_rft(cfg, weak))
-    R["dpo"] = timed("dpo", lambda: section_dpo(cfg, weak))
-    R["recipes"] = timed("recipes", lambda: section_recipes(cfg, weak, cold, sft, R["rft"]))
-    R["groups"] = timed("groups", lambda: {
-        "tasks": len(tasks_for("heldout")),
-        "step_cold": mixed_group_fraction(cold, cfg.group_probe, cfg.base.seed + 61),
-        "step_final": mixed_group_fraction(final, cfg.group_probe, cfg.base.seed + 61),
-    })  # fmt: skip
-    R["template"] = timed("template", lambda: section_template(cfg, final))
+    spawn = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(1, mp_context=spawn) if apart else None
+    with pool or contextlib.nullcontext():
+        if pool is not None:
+            progress("dpo, in a second process")
+            weights = io.BytesIO()
+            torch.save(weak.state_dict(), weights)
+            dpo = pool.submit(_dpo_apart, cfg, asdict(weak.config), weights.getvalue())
+        R["rft"] = timed("rft", lambda: section_rft(cfg, weak))
+        R["public_rft"] = timed("public_rft", lambda: section_public_rft(cfg, weak))
+        R["dpo"] = None if pool else timed("dpo", lambda: section_dpo(cfg, weak))
+        R["timings_s"]["dpo"] = R["timings_s"].get("dpo")  # keys in the same order either way
+        R["recipes"] = timed("recipes", lambda: section_recipes(cfg, weak, cold, sft, R["rft"]))
+        R["groups"] = timed("groups", lambda: {
+            "tasks": len(tasks_for("heldout")),
+            "step_cold": mixed_group_fraction(cold, cfg.group_probe, cfg.base.seed + 61),
+            "step_final": mixed_group_fraction(final, cfg.group_probe, cfg.base.seed + 61),
+        })  # fmt: skip
+        R["template"] = timed("template", lambda: section_template(cfg, final))
+        if pool is not None:
+            R["dpo"], R["timings_s"]["dpo"] = dpo.result()
     R["_models"] = {"weak_base": weak, "sft_cold": cold, "sft_final": final}
     return R
 
 
-def run_seed(cfg: Ch15Config, seed: int, checkpoints: str = "") -> dict:
-    """One seed in this process, one torch thread; a progress line per section goes to stderr
-    (`[seed 0] dpo (at 12 s)`). Saves the three models under `checkpoints` if given. Returns
-    JSON-able results."""
+def run_seed(cfg: Ch15Config, seed: int, checkpoints: str = "", apart: bool = False) -> dict:
+    """One seed in this process, one torch thread (DPO in a second process if `apart`); a
+    progress line per section goes to stderr (`[seed 0] dpo (at 12 s)`). Saves the three
+    models under `checkpoints` if given. Returns JSON-able results."""
     torch.set_num_threads(1)
     scfg = replace(cfg, base=replace(cfg.base, seed=seed))
-    R = run(scfg, Progress(f"[seed {seed}]").event)
+    R = run(scfg, Progress(f"[seed {seed}]").event, apart)
     if checkpoints:
         for name, model in R["_models"].items():
             save_checkpoint(model, Path(checkpoints) / name, extra={"seed": seed})

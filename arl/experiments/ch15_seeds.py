@@ -65,8 +65,9 @@ def run_seeds(
     log: Callable[[str], None] = lambda line: None,
 ) -> dict:
     """Run every seed (in `workers` processes, or as Ray tasks at `ray`: "local" or a cluster
-    address), resuming finished seeds from results.partial.json; write results.json, table.md
-    and the figures; return the payload. Same seeds, same results wherever they ran."""
+    address; a lone seed with two workers runs its DPO section in the second), resuming
+    finished seeds from results.partial.json; write results.json, table.md and the figures;
+    return the payload. Same seeds, same results wherever they ran."""
     with claim_output_dir(out, "reproduce ch15", OWNED, overwrite=overwrite, reuse=not overwrite):
         return _run_seeds(cfg, seeds, out, quick, Where(workers=workers, ray=ray), log)
 
@@ -85,7 +86,10 @@ def _run_seeds(cfg, seeds, out, quick, where: Where, log) -> dict:
         log(f"seed {R['seed']} done in {sum(R['timings_s'].values()):.0f} s "
             f"({len(set(done) & set(seeds))}/{len(seeds)})")  # fmt: skip
 
-    for _, R in run_many(run_seed, [(cfg, seed, ckpt(seed)) for seed in todo], where):
+    # one seed left and two cores for it: its DPO runs in a second process (same results)
+    apart = where.ray is None and where.workers >= 2 and len(todo) == 1
+    jobs = [(cfg, seed, ckpt(seed), apart) for seed in todo]
+    for _, R in run_many(run_seed, jobs, where):
         finished(R)  # as each seed finishes: a kill loses only the seeds in flight
     payload = write_outputs(out, {**_settings(cfg, quick), "seeds": seeds,
                                   "runs": [done[s] for s in seeds]})  # fmt: skip
