@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from arl.cli.main import main
+from arl.errors import ArlError
 from arl.eval.metrics import copy_probe
 from arl.experiments import ch15, ch15_seeds
 from arl.gym.families import ACCUMULATORS
@@ -122,3 +123,22 @@ def test_seeds_on_ray_give_the_table_of_seeds_in_one_process(tmp_path, monkeypat
     strip = lambda runs: [{k: v for k, v in R.items() if k != "timings_s"} for R in runs]  # noqa: E731
     assert json.dumps(strip(on_ray["runs"])) == json.dumps(strip(one["runs"]))
     assert on_ray["table"] == one["table"]
+
+
+@pytest.mark.slow
+def test_a_failing_section_stops_the_dpo_running_beside_it(tmp_path, monkeypatch):
+    """With `apart`, DPO runs in a second process; an error in the sections beside it ends
+    the run at once and kills that process (no orphan left computing)."""
+    import multiprocessing
+
+    monkeypatch.setenv("ARL_CACHE", str(tmp_path / "cache"))
+    cfg = ch15.Ch15Config().quick()
+
+    def broken(cfg, weak):
+        assert len(multiprocessing.active_children()) == 1  # DPO is running beside us
+        raise ArlError("rft: broken on purpose")
+
+    monkeypatch.setattr(ch15, "section_rft", broken)
+    with pytest.raises(ArlError, match="broken on purpose"):
+        ch15.run(cfg, apart=True)
+    assert multiprocessing.active_children() == []

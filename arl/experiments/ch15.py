@@ -11,7 +11,6 @@ collapse), never a value.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import io
 import math
@@ -19,7 +18,6 @@ import multiprocessing
 import random
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -323,14 +321,14 @@ def run(
     R["tokens"] = timed("tokens", lambda: section_tokens(cfg))
     sft, weak, cold, final = timed("sft", lambda: section_sft(cfg))
     R["sft"] = sft
-    spawn = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(1, mp_context=spawn) if apart else None
-    with pool or contextlib.nullcontext():
+    # apart: DPO in a spawned process, killed with the run if anything here fails or stops it
+    pool = multiprocessing.get_context("spawn").Pool(1) if apart else None
+    try:
         if pool is not None:
             progress("dpo, in a second process")
             weights = io.BytesIO()
             torch.save(weak.state_dict(), weights)
-            dpo = pool.submit(_dpo_apart, cfg, asdict(weak.config), weights.getvalue())
+            dpo = pool.apply_async(_dpo_apart, (cfg, asdict(weak.config), weights.getvalue()))
         R["rft"] = timed("rft", lambda: section_rft(cfg, weak))
         R["public_rft"] = timed("public_rft", lambda: section_public_rft(cfg, weak))
         R["dpo"] = None if pool else timed("dpo", lambda: section_dpo(cfg, weak))
@@ -343,7 +341,10 @@ def run(
         })  # fmt: skip
         R["template"] = timed("template", lambda: section_template(cfg, final))
         if pool is not None:
-            R["dpo"], R["timings_s"]["dpo"] = dpo.result()
+            R["dpo"], R["timings_s"]["dpo"] = dpo.get()
+    finally:
+        if pool is not None:
+            pool.terminate()
     R["_models"] = {"weak_base": weak, "sft_cold": cold, "sft_final": final}
     return R
 
