@@ -16,6 +16,7 @@ import io
 import math
 import multiprocessing
 import random
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -322,7 +323,9 @@ def run(
     sft, weak, cold, final = timed("sft", lambda: section_sft(cfg))
     R["sft"] = sft
     # apart: DPO in a spawned process, killed with the run if anything here fails or stops it
-    pool = multiprocessing.get_context("spawn").Pool(1) if apart else None
+    # (it ignores Ctrl-C, which this process turns into a one-line stop)
+    spawn = multiprocessing.get_context("spawn")
+    pool = spawn.Pool(1, signal.signal, (signal.SIGINT, signal.SIG_IGN)) if apart else None
     try:
         if pool is not None:
             progress("dpo, in a second process")
