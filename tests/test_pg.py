@@ -352,3 +352,29 @@ def test_resume_from_a_damaged_run_is_one_clear_error_or_exact(weak, tmp_path, d
         match = "another model shape than --init \\(n_embd 32 vs 16\\)"
     with pytest.raises(ArlError, match=match):
         train_pg(model, replace(run, resume=True), TASKS)
+
+
+class _ScriptedWorkers:
+    """Rollout workers whose jobs finish in a scripted order: (weights version, groups)."""
+
+    idle = False  # every worker busy: `ahead` submits nothing
+
+    def __init__(self, finished):
+        self.finished = list(finished)
+
+    def next(self):
+        return self.finished.pop(0)
+
+
+def test_async_rollouts_take_the_first_job_within_the_staleness_bound_and_drop_older():
+    from types import SimpleNamespace
+
+    a, b = (t.name for t in tasks_for("train")[:2])
+    groups = lambda name: [[SimpleNamespace(task=name)]]  # noqa: E731
+    r = pg.Rollouts.__new__(pg.Rollouts)
+    r.config, r.dropped = PGConfig(staleness=1), 0
+    r.workers = _ScriptedWorkers([(0, groups(a)), (2, groups(b)), (3, groups(a))])
+    chosen, _, lag = r.ahead(None, None, None, step=4)  # weights 0 are 3 updates old: dropped
+    assert (chosen[0].name, lag, r.dropped) == (b, 1, 1)
+    chosen, _, lag = r.ahead(None, None, None, step=4)  # weights 3 are the newest
+    assert (chosen[0].name, lag, r.dropped) == (a, 0, 1)

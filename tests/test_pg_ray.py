@@ -52,9 +52,10 @@ def test_async_workers_stay_within_the_staleness_bound_and_a_kill_is_redone(
     monkeypatch.setattr(RolloutWorkers, "submit", submit_then_kill)
     hist = _run(tiny_model, rollout_workers=2, async_rollouts=True, steps=4)
     lags = [r["rollout/staleness"] for r in hist if "rollout/staleness" in r]
-    dropped = max(r["rollout/dropped"] for r in hist if "rollout/dropped" in r)
     assert len(lags) == 4 and max(lags) <= 1  # never older than the bound
-    assert max(lags) == 1 or dropped > 0  # truly ahead: some batch came from older weights
+    # truly ahead: both workers start from the first weights, so one job runs past step 1
+    # (whether a step then takes it, lag 1, or drops it depends on the timing: not asserted)
+    assert submits[:2] == [0, 0]
     assert all("capped_frac" in r for r in hist if "step" in r and "reward" in r)
     assert len(submits) >= 5  # two jobs in flight, one more after each step
 
