@@ -109,3 +109,18 @@ def test_the_weak_base_cache_key_ignores_oracle_sft_settings():
     assert key("weak_base", replace(c, sft_lr=3e-3, sft_batch=80)) == key("weak_base", c)
     assert key("weak_base", replace(c, weak_lr=2e-3)) != key("weak_base", c)
     assert key("cold_start", replace(c, sft_lr=3e-3)) != key("cold_start", c)
+
+
+def test_a_cached_base_is_the_same_whichever_thread_count_trains_it(tmp_path, monkeypatch):
+    """Training with two torch threads changes the last bits of the weights, so bases are
+    built with one thread: a base cached by a 2-thread process equals the 1-thread one."""
+    built, before = [], torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            monkeypatch.setenv("ARL_CACHE", str(tmp_path / f"threads-{threads}"))
+            torch.set_num_threads(threads)
+            built.append(bases.weak_base(bases.BaseConfig().quick()).state_dict())
+            assert torch.get_num_threads() == threads  # the caller's setting is restored
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(built[0][k], built[1][k]) for k in built[0])

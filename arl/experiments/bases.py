@@ -173,7 +173,12 @@ def _cached(kind: str, config: BaseConfig, build) -> TinyAgent:
             print(f"arl: rebuilding the cached {kind} ({e})", file=sys.stderr)
     print(f"arl: training the {kind} for seed {config.seed} (once; cached in {path.parent})",
           file=sys.stderr, flush=True)  # fmt: skip
-    model = build()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the thread count changes a trained model's last bits: one
+    try:  # thread, so a cached base is the same whichever process trains it first
+        model = build()
+    finally:
+        torch.set_num_threads(threads)
     save_checkpoint(model, path, extra={"kind": kind, "base_config": asdict(config)})
     return model
 
