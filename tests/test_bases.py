@@ -106,7 +106,8 @@ def test_the_weak_base_cache_key_ignores_oracle_sft_settings():
     key = bases._fingerprint
     assert set(bases.ORACLE_FIELDS) <= {f.name for f in fields(BaseConfig)}
     c = BaseConfig()
-    assert key("weak_base", replace(c, sft_lr=3e-3, sft_batch=80)) == key("weak_base", c)
+    oracle = replace(c, sft_lr=3e-3, sft_batch=80, sft_warmup=10, sft_decay="cosine")
+    assert key("weak_base", oracle) == key("weak_base", c)
     assert key("weak_base", replace(c, weak_lr=2e-3)) != key("weak_base", c)
     assert key("cold_start", replace(c, sft_lr=3e-3)) != key("cold_start", c)
 

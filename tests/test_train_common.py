@@ -88,3 +88,27 @@ def test_load_policy_specs(tmp_path):
     with pytest.raises(ArlError, match="is a run folder; its newest checkpoint"):
         load_policy(str(tmp_path / "run"))
     assert math.isfinite(sum(float(p.sum()) for p in a.parameters()))
+
+
+def test_sft_learning_rate_warms_up_linearly_then_holds_or_follows_a_cosine(tiny_model):
+    from arl.experiments.bases import oracle_demos
+    from arl.train.sft import SFTConfig, scheduled_lr, sft_train
+
+    warm = SFTConfig(steps=10, lr=1e-2, warmup_steps=4)
+    assert [scheduled_lr(s, warm) for s in (1, 2, 4, 5, 10)] == pytest.approx(
+        [2.5e-3, 5e-3, 1e-2, 1e-2, 1e-2]
+    )
+    cos = SFTConfig(steps=10, lr=1e-2, warmup_steps=2, decay="cosine")  # 8 decay steps
+    assert scheduled_lr(2, cos) == pytest.approx(1e-2)
+    assert scheduled_lr(6, cos) == pytest.approx(5e-3)  # half-way: cos(pi/2) = 0
+    assert scheduled_lr(4, cos) == pytest.approx(1e-2 * 0.5 * (1 + math.cos(math.pi / 4)))
+    assert scheduled_lr(10, cos) == pytest.approx(0.0, abs=1e-12)
+    assert scheduled_lr(3, SFTConfig(lr=1e-2)) == 1e-2  # the default: constant, no warmup
+    with pytest.raises(ArlError, match="decay: unknown 'linear'"):
+        SFTConfig(decay="linear")
+    # the loop applies it: each step's optimizer runs at that step's scheduled rate
+    opt = torch.optim.SGD(tiny_model.parameters(), lr=1.0)
+    seen = []
+    sft_train(tiny_model, oracle_demos()[:4], cos, hook=lambda s, m: seen.append(
+        opt.param_groups[0]["lr"]), hook_every=1, optimizer=opt)  # fmt: skip
+    assert seen[1:] == pytest.approx([scheduled_lr(s, cos) for s in range(1, 11)])

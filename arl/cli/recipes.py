@@ -14,7 +14,7 @@ import random
 from dataclasses import asdict
 from pathlib import Path
 
-from arl.cli.args import nonneg_float, positive_float, positive_int, seed_int
+from arl.cli.args import int_in, nonneg_float, positive_float, positive_int, seed_int
 from arl.errors import ArlError
 
 OWNED = ("final", "final/*", "metrics.jsonl", "results.json")
@@ -95,7 +95,8 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from arl.rollout import renderer_of
     from arl.train.sft import SFTConfig, sft_train
 
-    config = SFTConfig(args.steps, args.batch_size, args.lr, seed=args.seed)
+    config = SFTConfig(args.steps, args.batch_size, args.lr, seed=args.seed,
+                       warmup_steps=args.warmup_steps, decay=args.decay)  # fmt: skip
 
     def train(model, bar):
         demos = oracle_sft_data(renderer=renderer_of(model))  # Chapter 15's oracle-SFT data
@@ -178,6 +179,18 @@ def register(ts: argparse._SubParsersAction) -> None:
     _common(p, "sft")
     p.add_argument("--steps", type=positive_int, default=40)
     p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument(
+        "--warmup-steps",
+        type=int_in(0, 10_000_000),
+        default=0,
+        help="linear learning-rate warmup steps (default 0)",
+    )
+    p.add_argument(
+        "--decay",
+        choices=("constant", "cosine"),
+        default="constant",
+        help="the learning rate after warmup (default constant)",
+    )
     p.set_defaults(func=cmd_sft)
     p = ts.add_parser("rft", help="expert iteration: sample, keep passing episodes, SFT on them")
     _common(p, "rft")

@@ -139,6 +139,8 @@ def _sft_rows(R: dict, e: Ends) -> list[Row]:
     # the first evaluated step from which train stays within CONVERGED_TOL of its final value
     settled = [abs(q["train"] - last["train"]) <= CONVERGED_TOL for q in curve]
     conv = next(r["step"] for i, r in enumerate(curve) if all(settled[i:]))
+    # the state at the book's step: init (copying a name read) is what lags there
+    due = [q for q in curve if q["step"] <= CONVERGED_BY][-1]
     ent = weak["train_entropy"]
     return [
         _row("weak_base",
@@ -164,8 +166,11 @@ def _sft_rows(R: dict, e: Ends) -> list[Row]:
              and last["train_entropy"] <= ent / SFT_ENTROPY_DROP,
              f"held-out >= {SFT_HELDOUT_MIN} (the rule transfers); entropy falls >= "
              f"{SFT_ENTROPY_DROP}x"),
-        _row("oracle_sft_speed", {"conv": conv}, "step {conv:.0f}", conv <= CONVERGED_BY,
-             f"converged by step {CONVERGED_BY}"),
+        _row("oracle_sft_speed",
+             {"conv": conv, "at": due["step"], "tr": due["train"],
+              "init": due["train_family"]["init"]},
+             "step {conv:.0f} (train at step {at:.0f}: {tr:.2f}, init {init:.2f})",
+             conv <= CONVERGED_BY, f"converged by step {CONVERGED_BY}"),
         _row("copy_probe",
              {"copy": sft["copy_probe"]["oracle_sft"], "copy0": sft["copy_probe"]["weak_base"]},
              "copy rate {copy:.2f} (weak base {copy0:.2f}; a memorized name: 0.17)",

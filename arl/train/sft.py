@@ -7,6 +7,7 @@ keep a checkpoint without restarting the optimizer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,8 @@ from arl.model import TinyAgent
 from arl.train.common import Hook, hook_due, make_optimizer, optimizer_step
 from arl.types import Trajectory
 
+DECAYS = ("constant", "cosine")  # what the learning rate does after warmup
+
 
 @dataclass(frozen=True)
 class SFTConfig:
@@ -32,6 +35,8 @@ class SFTConfig:
     grad_clip: float = 1.0  # max global gradient norm (0: off)
     aggregation: str = "token_mean"  # how token terms are averaged (Problem 1)
     seed: int = 0  # minibatch sampling
+    warmup_steps: int = 0  # linear warmup from lr/warmup_steps to lr (0: none)
+    decay: str = "constant"  # after warmup: "constant", or "cosine" to 0 at the last step
 
     def __post_init__(self) -> None:
         check("steps", self.steps, 0, 10_000_000, integer=True)
@@ -42,6 +47,20 @@ class SFTConfig:
         check_seed("seed", self.seed, DERIVED_SEED_MAX)
         if self.aggregation not in AGGREGATIONS:
             raise ArlError(f"aggregation: unknown {self.aggregation!r}")
+        check("warmup_steps", self.warmup_steps, 0, 10_000_000, integer=True)
+        if self.decay not in DECAYS:
+            raise ArlError(f"decay: unknown {self.decay!r} (choose from {', '.join(DECAYS)})")
+
+
+def scheduled_lr(step: int, config: SFTConfig) -> float:
+    """The learning rate of optimizer step `step` (1-based): linear warmup over warmup_steps,
+    then constant or a cosine to 0 at the last step (the schedules of HF's Trainer)."""
+    if step <= config.warmup_steps:
+        return config.lr * step / config.warmup_steps
+    if config.decay == "constant":
+        return config.lr
+    done = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+    return config.lr * 0.5 * (1.0 + math.cos(math.pi * done))
 
 
 def sft_train(
@@ -75,6 +94,9 @@ def sft_train(
         idx = torch.randint(len(data), (config.batch_size,), generator=gen).tolist()
         batch = collate([data[i] for i in idx])
         loss = sft_loss(token_logprobs(model, batch), batch.action_mask, config.aggregation)
+        if config.warmup_steps or config.decay != "constant":
+            for group in opt.param_groups:
+                group["lr"] = scheduled_lr(step, config)
         value, _ = optimizer_step(model, opt, loss, config.grad_clip, f"SFT step {step}")
         history.append({"step": step, "loss": value})
         run_hook(step)
