@@ -14,8 +14,14 @@ def book_result() -> dict:
     curve = [
         {"step": 0, "train": 0.14, "heldout": 0.14, "train_entropy": 0.25, "train_malformed": 0.06},
         {"step": 20, "train": 0.80, "heldout": 0.70, "train_entropy": 0.1, "train_malformed": 0.02},
-        {"step": 40, "train": 0.99, "heldout": 0.92, "train_entropy": 0.02, "train_malformed": 0.0,
-         "train_family": fam},
+        {
+            "step": 40,
+            "train": 0.99,
+            "heldout": 0.92,
+            "train_entropy": 0.02,
+            "train_malformed": 0.0,
+            "train_family": fam,
+        },
         {
             "step": 60,
             "train": 0.99,
