@@ -153,3 +153,14 @@ def test_aggregate_counts_seeds_and_needs_four_of_five():
     table = aggregate([rows(good)] * 3 + [rows(bad)] * 2)
     assert not next(r for r in table if r["key"] == "oracle_sft")["reproduced"]
     assert "3/5" in markdown(table) and "Quick settings" in markdown(table, quick=True)
+
+
+def test_the_template_row_prints_the_wrong_op_share_when_the_run_recorded_it():
+    """Runs saved before `op_choice` existed are retabled without it; newer ones show it."""
+    R = copy.deepcopy(book_result())
+    row = next(r for r in rows(R) if r.key == "template_malformed")
+    assert "wrong" not in row.measured and "op" not in row.fmt
+    R["template"]["op_choice"] = {"right_op": 0.6, "wrong_op": 0.3, "no_edit": 0.1}
+    new = next(r for r in rows(R) if r.key == "template_malformed")
+    assert new.measured["wrong"] == 0.3 and new.reproduced == row.reproduced
+    assert "another family's op in 30%" in markdown(aggregate([rows(R)]))

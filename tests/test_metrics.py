@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from arl.batch import collate
-from arl.eval.metrics import action_entropy, summarize, token_accounting
+from arl.eval.metrics import action_entropy, op_choice, summarize, token_accounting
 from arl.gym.tasks import tasks_for
 from arl.rollout import rollout_batch, scripted_rollout
 from arl.types import POLICY
@@ -47,3 +47,22 @@ def test_token_accounting_counts_predicted_positions():
     assert acc["action_positions"] == sum(t.n_action_tokens for t in eps)
     parts = ("action", "observation", "template", "prompt")
     assert sum(acc[f"{p}_positions"] for p in parts) == acc["predicted_positions"]
+
+
+def test_op_choice_separates_a_wrong_op_from_a_broken_call_and_from_no_edit():
+    tasks = tasks_for("train")
+
+    def div_after_a_broken_edit(history, rng):  # read, a malformed edit, then always `div`
+        turn = ["read", "<end>"], ["edit", "bogus", "<end>"], ["edit", "div", "<end>"]
+        return list(turn[len(history) - 1]) if len(history) <= 3 else ["submit", "<end>"]
+
+    eps = [scripted_rollout(div_after_a_broken_edit, t, seed=0) for t in tasks]
+    assert all(e.outcome.malformed == 1 for e in eps)  # the broken call is not an edit
+    share_div = sum(t.family == "div" for t in tasks) / len(tasks)
+    assert op_choice(eps) == pytest.approx(
+        {"right_op": share_div, "wrong_op": 1 - share_div, "no_edit": 0.0}
+    )
+    oracle = [scripted_rollout("oracle", t, seed=0) for t in tasks]
+    assert op_choice(oracle) == {"right_op": 1.0, "wrong_op": 0.0, "no_edit": 0.0}
+    never = [scripted_rollout(lambda h, r: ["submit", "<end>"], t, seed=0) for t in tasks[:3]]
+    assert op_choice(never)["no_edit"] == 1.0

@@ -15,7 +15,7 @@ from arl.batch import collate
 from arl.errors import ArlError
 from arl.gym.env import EnvConfig
 from arl.gym.families import ACCUMULATORS
-from arl.gym.grammar import END, source_words
+from arl.gym.grammar import END, Call, parse_call, source_words
 from arl.gym.tasks import Task
 from arl.losses import token_logprobs
 from arl.model import TinyAgent
@@ -136,6 +136,30 @@ def copy_probe(model: TinyAgent, tasks: Sequence[Task]) -> dict[str, float]:
     target = torch.tensor([t for _, t in rows])  # (N,)
     model.train(was_training)
     return {"copy_rate": float((guess == target).float().mean()), "probes": len(rows)}
+
+
+def first_edit_op(traj: Trajectory, vocab=None) -> str | None:
+    """The op of an episode's first well-formed `edit` call (TinyAgent's words), or None."""
+    vocab = vocab or default_vocab()
+    for start, end in traj.calls:
+        call = parse_call(vocab.decode(traj.ids_T[start:end]))
+        if isinstance(call, Call) and call.tool == "edit":
+            return call.op
+    return None
+
+
+def op_choice(trajs: Sequence[Trajectory]) -> dict[str, float]:
+    """Shares of episodes whose first edit uses their family's fixing op, another op, or that
+    never edit: a wrong decision, not a broken call (Section 15.6's template mismatch)."""
+    if not trajs:
+        raise ArlError("op_choice needs at least one episode")
+    vocab = default_vocab()
+    counts = {"right_op": 0, "wrong_op": 0, "no_edit": 0}
+    for t in trajs:
+        op = first_edit_op(t, vocab)  # each family's fixing op is named after the family
+        right = op == t.outcome.family
+        counts["no_edit" if op is None else "right_op" if right else "wrong_op"] += 1
+    return {k: n / len(trajs) for k, n in counts.items()}
 
 
 def token_accounting(trajs) -> dict:

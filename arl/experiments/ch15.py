@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from arl.batch import collate
-from arl.eval.metrics import copy_probe, evaluate, run_policy, token_accounting
+from arl.eval.metrics import copy_probe, evaluate, op_choice, run_policy, token_accounting
 from arl.experiments.bases import (
     BaseConfig,
     new_model,
@@ -272,7 +272,7 @@ def section_template(cfg: Ch15Config, final_sft: TinyAgent) -> dict:
     stripped = oracle_sft_data(wrap_obs=False)  # the oracle-SFT data, only the template differs
     model = weak_base(cfg.base)
     sft_train(model, stripped, cfg.base.oracle_sft, hook_every=0)
-    m, _ = evaluate(model, tasks_for("train"), cfg.eval_samples, seed=cfg.base.seed + 51)
+    m, trajs = evaluate(model, tasks_for("train"), cfg.eval_samples, seed=cfg.base.seed + 51)
     batch = collate(oracle_demos())
     with torch.no_grad():
         nll_mismatch, nll_matched = (
@@ -284,6 +284,7 @@ def section_template(cfg: Ch15Config, final_sft: TinyAgent) -> dict:
         "read_fraction": m["read_fraction"],
         "nll_per_action_token": nll_mismatch,
         "nll_per_action_token_matched": nll_matched,
+        "op_choice": op_choice(trajs),  # how it fails: a wrong op, or no edit at all
     }
 
 

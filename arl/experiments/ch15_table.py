@@ -302,6 +302,10 @@ def _recipe_rows(R: dict, e: Ends) -> list[Row]:
 def _problem_rows(R: dict, e: Ends) -> list[Row]:
     """15.6: mixed-outcome groups, and demonstrations rendered without the template."""
     groups, tpl, last, n_tr = R["groups"], R["template"], e.last, e.n_tr
+    # where the stripped model fails instead: its first edit picks another family's op
+    # (runs saved before this was recorded are retabled without it)
+    wrong = {"wrong": tpl["op_choice"]["wrong_op"]} if "op_choice" in tpl else {}
+    wrong_text = "; first edit another family's op in {wrong:.0%}" if wrong else ""
     g_n = groups["tasks"]
     g_cold, g_final = groups["step_cold"]["mixed_fraction"], groups["step_final"]["mixed_fraction"]
     # Poisson standard error of the difference of two mean counts (a zero count counts as one)
@@ -321,8 +325,8 @@ def _problem_rows(R: dict, e: Ends) -> list[Row]:
              f"pass lower by > {TEMPLATE_PASS_DROP} ({SE}) and NLL higher by > "
              f"{TEMPLATE_NLL_GAP} nats than matched SFT"),
         _row("template_malformed",
-             {"mal": tpl["malformed_per_episode"], "mal0": last["train_malformed"]},
-             "{mal:.2f} (matched {mal0:.2f})",
+             {"mal": tpl["malformed_per_episode"], "mal0": last["train_malformed"], **wrong},
+             "{mal:.2f} (matched {mal0:.2f})" + wrong_text,
              tpl["malformed_per_episode"] >= 2 * last["train_malformed"]
              and tpl["malformed_per_episode"] - last["train_malformed"] > Z * mal_se,
              f"at least double the matched rate, by {SE} (Poisson)"),
