@@ -139,7 +139,7 @@ def _sft_rows(R: dict, e: Ends) -> list[Row]:
     # the first evaluated step from which train stays within CONVERGED_TOL of its final value
     settled = [abs(q["train"] - last["train"]) <= CONVERGED_TOL for q in curve]
     conv = next(r["step"] for i, r in enumerate(curve) if all(settled[i:]))
-    # the state at the book's step: init (copying a name read) is what lags there
+    # the state at the book's step: init (its op and its copied name) is what lags there
     due = [q for q in curve if q["step"] <= CONVERGED_BY][-1]
     ent = weak["train_entropy"]
     return [
