@@ -106,10 +106,14 @@ def test_the_weak_base_cache_key_ignores_oracle_sft_settings():
     key = bases._fingerprint
     assert set(bases.ORACLE_FIELDS) <= {f.name for f in fields(BaseConfig)}
     c = BaseConfig()
-    oracle = replace(c, sft_lr=3e-3, sft_batch=80, sft_warmup=10, sft_decay="cosine")
+    oracle = replace(
+        c, sft_lr=3e-3, sft_batch=80, sft_warmup=10, sft_decay="cosine", sft_beta2=0.95
+    )
     assert key("weak_base", oracle) == key("weak_base", c)
     assert key("weak_base", replace(c, weak_lr=2e-3)) != key("weak_base", c)
     assert key("cold_start", replace(c, sft_lr=3e-3)) != key("cold_start", c)
+    assert key("cold_start", replace(c, sft_beta2=0.95)) != key("cold_start", c)
+    assert c.oracle_sft.beta2 == c.sft_beta2 and c.weak_sft.beta2 == 0.999
 
 
 def test_a_cached_base_is_the_same_whichever_thread_count_trains_it(tmp_path, monkeypatch):

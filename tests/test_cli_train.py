@@ -134,14 +134,15 @@ def test_a_sweep_runs_one_folder_per_value_and_skips_finished_points(cli, tmp_pa
     assert code == 2 and "seed" in err and "\n" not in err.strip()
 
 
-def test_train_sft_takes_a_warmup_and_a_decay_and_refuses_bad_ones(cli, tmp_path, init):
+def test_train_sft_takes_a_warmup_a_decay_and_a_beta2_and_refuses_bad_ones(cli, tmp_path, init):
     out = tmp_path / "sft"
     code, _, err = cli("train", "sft", "--init", init, "--steps", "3", "--batch-size", "2",
-                       "--warmup-steps", "2", "--decay", "cosine", "--eval-samples", "1",
-                       "--out", str(out), "--quiet")  # fmt: skip
+                       "--warmup-steps", "2", "--decay", "cosine", "--beta2", "0.95",
+                       "--eval-samples", "1", "--out", str(out), "--quiet")  # fmt: skip
     assert code == 0, err
     settings = json.loads((out / "results.json").read_text())["settings"]
-    assert (settings["warmup_steps"], settings["decay"]) == (2, "cosine")
-    for flag, value in (("--warmup-steps", "-1"), ("--decay", "linear")):
+    assert (settings["warmup_steps"], settings["decay"], settings["beta2"]) == (2, "cosine", 0.95)
+    bad = (("--warmup-steps", "-1"), ("--decay", "linear"), ("--beta2", "1"), ("--beta2", "nan"))
+    for flag, value in bad:
         code, _, err = cli("train", "sft", "--init", init, flag, value, "--out", str(tmp_path))
         assert code == 2 and flag in err and "\n" not in err.strip()

@@ -90,6 +90,27 @@ def test_load_policy_specs(tmp_path):
     assert math.isfinite(sum(float(p.sum()) for p in a.parameters()))
 
 
+def test_sft_beta2_reaches_the_optimizer(tiny_model):
+    """SFTConfig.beta2 is AdamW's second-moment decay: the loop equals one given that optimizer,
+    and differs from torch's default (Adam's first step does not depend on beta2; later ones do)."""
+    import copy
+
+    from arl.experiments.bases import oracle_demos
+    from arl.train.common import make_optimizer
+    from arl.train.sft import SFTConfig, sft_train
+
+    demos, config = oracle_demos()[:4], SFTConfig(steps=3, batch_size=2, lr=1e-2, beta2=0.5)
+    a, b, c = (copy.deepcopy(tiny_model) for _ in range(3))
+    sft_train(a, demos, config)
+    sft_train(b, demos, config, optimizer=make_optimizer(b, 1e-2, betas=(0.9, 0.5)))
+    sft_train(c, demos, SFTConfig(steps=3, batch_size=2, lr=1e-2))
+    pa, pb, pc = (torch.cat([p.flatten() for p in m.parameters()]) for m in (a, b, c))
+    assert torch.equal(pa, pb) and not torch.allclose(pa, pc)
+    for bad in (0.0, 1.0, float("nan")):
+        with pytest.raises(ArlError, match="beta2"):
+            SFTConfig(beta2=bad)
+
+
 def test_sft_learning_rate_warms_up_linearly_then_holds_or_follows_a_cosine(tiny_model):
     from arl.experiments.bases import oracle_demos
     from arl.train.sft import SFTConfig, scheduled_lr, sft_train

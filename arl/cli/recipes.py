@@ -14,7 +14,7 @@ import random
 from dataclasses import asdict
 from pathlib import Path
 
-from arl.cli.args import int_in, nonneg_float, positive_float, positive_int, seed_int
+from arl.cli.args import float_in, int_in, nonneg_float, positive_float, positive_int, seed_int
 from arl.errors import ArlError
 
 OWNED = ("final", "final/*", "metrics.jsonl", "results.json")
@@ -96,7 +96,8 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from arl.train.sft import SFTConfig, sft_train
 
     config = SFTConfig(args.steps, args.batch_size, args.lr, seed=args.seed,
-                       warmup_steps=args.warmup_steps, decay=args.decay)  # fmt: skip
+                       warmup_steps=args.warmup_steps, decay=args.decay,
+                       beta2=args.beta2)  # fmt: skip
 
     def train(model, bar):
         demos = oracle_sft_data(renderer=renderer_of(model))  # Chapter 15's oracle-SFT data
@@ -190,6 +191,12 @@ def register(ts: argparse._SubParsersAction) -> None:
         choices=("constant", "cosine"),
         default="constant",
         help="the learning rate after warmup (default constant)",
+    )
+    p.add_argument(
+        "--beta2",
+        type=float_in(0.0, 1.0, open_lo=True, open_hi=True),
+        default=0.999,
+        help="AdamW's second-moment decay (default 0.999, torch's; GPT-style runs use 0.95)",
     )
     p.set_defaults(func=cmd_sft)
     p = ts.add_parser("rft", help="expert iteration: sample, keep passing episodes, SFT on them")

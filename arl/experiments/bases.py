@@ -57,6 +57,7 @@ class BaseConfig:
     sft_batch: int = 40  # batch 20, then 2e-3 at batch 40 (seeds 0, 1; fastest to converge)
     sft_warmup: int = 0  # linear warmup steps of oracle SFT's learning rate
     sft_decay: str = "constant"  # oracle SFT's learning rate after warmup: constant or cosine
+    sft_beta2: float = 0.999  # oracle SFT's AdamW second-moment decay
     cold_start_pass: float = 0.75  # the cold start: first checkpoint with train pass >= this
     cold_eval_every: int = 10  # oracle-SFT steps between checks of the train pass rate
     cold_eval_samples: int = 8  # episodes per training task in each check (160)
@@ -77,7 +78,8 @@ class BaseConfig:
     @property
     def oracle_sft(self) -> SFTConfig:
         return SFTConfig(self.sft_steps, self.sft_batch, self.sft_lr, seed=self.seed + 1,
-                         warmup_steps=self.sft_warmup, decay=self.sft_decay)  # fmt: skip
+                         warmup_steps=self.sft_warmup, decay=self.sft_decay,
+                         beta2=self.sft_beta2)  # fmt: skip
 
     def quick(self) -> BaseConfig:
         """A reduced version for tests: fewer steps, same recipe."""
@@ -141,7 +143,8 @@ def code_corpus() -> list[list[int]]:
 
 
 # what only the oracle SFT and the cold start read: the weak base does not depend on them
-ORACLE_FIELDS = ("sft_steps", "sft_lr", "sft_batch", "sft_warmup", "sft_decay", "cold_start_pass",
+ORACLE_FIELDS = ("sft_steps", "sft_lr", "sft_batch", "sft_warmup", "sft_decay", "sft_beta2",
+                 "cold_start_pass",
                  "cold_eval_every", "cold_eval_samples", "cold_start_step")  # fmt: skip
 
 

@@ -37,6 +37,7 @@ class SFTConfig:
     seed: int = 0  # minibatch sampling
     warmup_steps: int = 0  # linear warmup from lr/warmup_steps to lr (0: none)
     decay: str = "constant"  # after warmup: "constant", or "cosine" to 0 at the last step
+    beta2: float = 0.999  # AdamW's second-moment decay (torch's default; GPT-style runs: 0.95)
 
     def __post_init__(self) -> None:
         check("steps", self.steps, 0, 10_000_000, integer=True)
@@ -50,6 +51,7 @@ class SFTConfig:
         check("warmup_steps", self.warmup_steps, 0, 10_000_000, integer=True)
         if self.decay not in DECAYS:
             raise ArlError(f"decay: unknown {self.decay!r} (choose from {', '.join(DECAYS)})")
+        check("beta2", self.beta2, 0, 1, open_lo=True, open_hi=True)
 
 
 def scheduled_lr(step: int, config: SFTConfig) -> float:
@@ -77,7 +79,9 @@ def sft_train(
     """
     if not data:
         raise ArlError("SFT needs at least one trajectory")
-    opt = optimizer or make_optimizer(model, config.lr, config.weight_decay)
+    opt = optimizer or make_optimizer(
+        model, config.lr, config.weight_decay, betas=(0.9, config.beta2)
+    )
     gen = torch.Generator().manual_seed(config.seed)
     history: list[dict] = []
 
