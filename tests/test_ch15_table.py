@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from arl.experiments.ch15_table import above, aggregate, markdown, rows, se
+from arl.experiments.ch15_table import above, aggregate, converged_step, markdown, rows, se
 
 
 def book_result() -> dict:
@@ -164,3 +164,11 @@ def test_the_template_row_prints_the_wrong_op_share_when_the_run_recorded_it():
     new = next(r for r in rows(R) if r.key == "template_malformed")
     assert new.measured["wrong"] == 0.3 and new.reproduced == row.reproduced
     assert "another family's op in 30%" in markdown(aggregate([rows(R)]))
+
+
+def test_converged_step_is_the_first_from_which_train_stays_near_its_final_value():
+    curve = [{"step": 10 * i, "train": p} for i, p in enumerate([0.1, 0.5, 0.96, 0.93, 0.99])]
+    assert converged_step(curve) == 40  # 0.96 is within 0.05 of 0.99, but 0.93 after it is not
+    curve[3]["train"] = 0.95
+    assert converged_step(curve) == 20
+    assert converged_step(curve[:1]) == 0  # a one-point curve has converged at its only step

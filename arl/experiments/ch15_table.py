@@ -132,13 +132,17 @@ def _token_rows(R: dict) -> list[Row]:
     ]  # fmt: skip
 
 
+def converged_step(curve: list[dict]) -> int:
+    """The first evaluated step from which train stays within CONVERGED_TOL of its final value."""
+    settled = [abs(q["train"] - curve[-1]["train"]) <= CONVERGED_TOL for q in curve]
+    return next(q["step"] for i, q in enumerate(curve) if all(settled[i:]))
+
+
 def _sft_rows(R: dict, e: Ends) -> list[Row]:
     """15.2: the weak base, oracle SFT (level, speed, entropy) and the copy probe."""
     sft, weak, last = R["sft"], e.weak, e.last
     curve = sft["oracle_sft_curve"]
-    # the first evaluated step from which train stays within CONVERGED_TOL of its final value
-    settled = [abs(q["train"] - last["train"]) <= CONVERGED_TOL for q in curve]
-    conv = next(r["step"] for i, r in enumerate(curve) if all(settled[i:]))
+    conv = converged_step(curve)
     # the state at the book's step: init (its op and its copied name) is what lags there
     due = [q for q in curve if q["step"] <= CONVERGED_BY][-1]
     ent = weak["train_entropy"]
