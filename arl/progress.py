@@ -3,14 +3,49 @@
 `update(done, text)` moves the bar; `event(text)` prints one line with the time so far
 (`[seed 0] dpo (at 12 s)`), the form that reads the same in a terminal, a log file or from
 several worker processes. Output goes to stderr unless told otherwise, so stdout stays clean
-for tables and `--json`.
+for tables and `--json`. `report(text)`, from deep inside a long step (a training loop, an
+evaluation), reaches whichever runner opened `reporting(...)` around it, at a steady pace.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TextIO
+
+_REPORTER: ContextVar[Callable[[str], None] | None] = ContextVar("arl_reporter", default=None)
+
+
+def report(text: str) -> None:
+    """Say where a long piece of work is (`weak base: SFT step 40/150`); shown only inside
+    `reporting(...)`, so library code can call it freely."""
+    emit = _REPORTER.get()
+    if emit is not None:
+        emit(text)
+
+
+@contextmanager
+def reporting(emit: Callable[[str], None], every_s: float = 20.0) -> Iterator[None]:
+    """Within the block, `report(text)` calls `emit(text)`, the first at once and then at most
+    once per `every_s` seconds: a log gets a line about that often while work goes on."""
+    last = -math.inf
+
+    def paced(text: str) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= every_s:
+            last = now
+            emit(text)
+
+    token = _REPORTER.set(paced)
+    try:
+        yield
+    finally:
+        _REPORTER.reset(token)
 
 
 class Progress:

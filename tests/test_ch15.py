@@ -65,6 +65,8 @@ def test_reproduce_ch15_quick_end_to_end(tmp_path, monkeypatch, capsys):
     assert (out / "checkpoints" / "sft_cold" / "model.safetensors").is_file()
     captured = capsys.readouterr()
     assert "QUICK settings" in captured.out and "[seed 1] dpo" in captured.err
+    # lines from inside a section too (the first at once, then at most one per 20 s)
+    assert "[seed 1] sft: weak base: pretraining step 1/20 (at" in captured.err
     # an occupied output folder is refused, in one line, with exit status 2
     assert main(["reproduce", "ch15", "--quick", "--out", str(out)]) == 2
     assert "holds a finished run" in capsys.readouterr().err

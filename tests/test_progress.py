@@ -53,3 +53,18 @@ def test_a_terminal_gets_a_bar_that_stops_at_the_total():
     bar.update(3)
     assert bar.bar is None
     assert "[seed 0]" in out.getvalue()
+
+
+def test_reports_reach_the_runner_at_a_steady_pace_and_nothing_outside(monkeypatch):
+    seen: list[str] = []
+    progress.report("nobody listens")  # outside `reporting`: a no-op
+    clock = iter([0.0, 5.0, 20.0, 39.0, 41.0, 41.0])
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    with progress.reporting(seen.append, every_s=20.0):
+        for step in range(1, 6):  # at 0, 5, 20, 39 and 41 s
+            progress.report(f"step {step}")
+        with progress.reporting(lambda text: seen.append("inner " + text), every_s=0.0):
+            progress.report("nested")  # the innermost runner hears it ...
+    assert seen == ["step 1", "step 3", "step 5", "inner nested"]
+    progress.report("after")  # ... and the outer one is gone after its block
+    assert seen[-1] == "inner nested"

@@ -28,6 +28,7 @@ from arl.gym.families import ACCUMULATORS, NAME_NOUNS, NAME_VERBS
 from arl.gym.grammar import source_words
 from arl.gym.tasks import all_tasks, tasks_for
 from arl.model import TinyAgent, TinyAgentConfig, load_checkpoint, save_checkpoint
+from arl.progress import report
 from arl.rollout import episode_seed, scripted_rollout
 from arl.text import OBS, OBS_END, default_vocab
 from arl.train.common import Hook
@@ -194,8 +195,19 @@ def weak_base(config: BaseConfig = BaseConfig()) -> TinyAgent:
 
     def build() -> TinyAgent:
         model = new_model(config)
-        lm_pretrain(model, code_corpus(), config.pretrain)
-        sft_train(model, weak_base_data(config), config.weak_sft, hook_every=0)
+        lm_pretrain(
+            model,
+            code_corpus(),
+            config.pretrain,
+            lambda step: report(f"weak base: pretraining step {step}/{config.pretrain_steps}"),
+        )
+        sft_train(
+            model,
+            weak_base_data(config),
+            config.weak_sft,
+            hook_every=1,
+            hook=lambda step, _: report(f"weak base: SFT step {step}/{config.weak_steps}"),
+        )
         return model
 
     return _cached("weak_base", config, build)

@@ -38,7 +38,7 @@ from arl.gym.families import FAMILIES
 from arl.gym.tasks import all_tasks, tasks_for
 from arl.losses import masked_mean, sft_loss, token_logprobs
 from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
-from arl.progress import Progress
+from arl.progress import Progress, report, reporting
 from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 from arl.train.pg import train_pg
 from arl.train.pg_config import minimal_reinforce
@@ -94,9 +94,13 @@ class Ch15Config:
 
 def evaluator(cfg: Ch15Config, offset: int) -> Callable[[int, TinyAgent], dict]:
     """A hook that evaluates both splits at a step; seeds differ per section and step."""
-    return lambda step, model: eval_both(
-        model, cfg.eval_samples, cfg.base.seed * 101 + offset + step
-    )
+
+    def hook(step: int, model: TinyAgent) -> dict:
+        m = eval_both(model, cfg.eval_samples, cfg.base.seed * 101 + offset + step)
+        report(f"step {step}: train {m['train']:.2f}, held-out {m['heldout']:.2f}")
+        return m
+
+    return hook
 
 
 def eval_both(model: TinyAgent, samples: int, seed: int) -> dict:
@@ -271,7 +275,9 @@ def section_template(cfg: Ch15Config, final_sft: TinyAgent) -> dict:
     """Demonstrations rendered without <obs> </obs>: train on them, act in the real format."""
     stripped = oracle_sft_data(wrap_obs=False)  # the oracle-SFT data, only the template differs
     model = weak_base(cfg.base)
-    sft_train(model, stripped, cfg.base.oracle_sft, hook_every=0)
+    steps = cfg.base.oracle_sft.steps
+    say = lambda step, _: report(f"SFT on stripped demos, step {step}/{steps}")  # noqa: E731
+    sft_train(model, stripped, cfg.base.oracle_sft, hook=say, hook_every=1)
     m, trajs = evaluate(model, tasks_for("train"), cfg.eval_samples, seed=cfg.base.seed + 51)
     batch = collate(oracle_demos())
     with torch.no_grad():
@@ -313,44 +319,48 @@ def run(
     R: dict = {"seed": cfg.base.seed, "timings_s": {}}
     R["eval_n"] = {s: len(tasks_for(s)) * cfg.eval_samples for s in ("train", "heldout")}
 
+    section = ["tokens"]
+
     def timed(name: str, fn):
         progress(name)
+        section[0] = name  # what the lines from inside it are about
         t0 = time.perf_counter()
         out = fn()
         R["timings_s"][name] = round(time.perf_counter() - t0, 1)
         return out
 
-    R["tokens"] = timed("tokens", lambda: section_tokens(cfg))
-    sft, weak, cold, final = timed("sft", lambda: section_sft(cfg))
-    R["sft"] = sft
-    # apart: DPO in a spawned process, killed with the run if anything here fails or stops it
-    # (it ignores Ctrl-C, which this process turns into a one-line stop)
-    spawn = multiprocessing.get_context("spawn")
-    pool = spawn.Pool(1, signal.signal, (signal.SIGINT, signal.SIG_IGN)) if apart else None
-    try:
-        if pool is not None:
-            progress("dpo, in a second process")
-            weights = io.BytesIO()
-            torch.save(weak.state_dict(), weights)
-            dpo = pool.apply_async(_dpo_apart, (cfg, asdict(weak.config), weights.getvalue()))
-        R["rft"] = timed("rft", lambda: section_rft(cfg, weak))
-        R["public_rft"] = timed("public_rft", lambda: section_public_rft(cfg, weak))
-        R["dpo"] = None if pool else timed("dpo", lambda: section_dpo(cfg, weak))
-        R["timings_s"]["dpo"] = R["timings_s"].get("dpo")  # keys in the same order either way
-        R["recipes"] = timed("recipes", lambda: section_recipes(cfg, weak, cold, sft, R["rft"]))
-        R["groups"] = timed("groups", lambda: {
-            "tasks": len(tasks_for("heldout")),
-            "step_cold": mixed_group_fraction(cold, cfg.group_probe, cfg.base.seed + 61),
-            "step_final": mixed_group_fraction(final, cfg.group_probe, cfg.base.seed + 61),
-        })  # fmt: skip
-        R["template"] = timed("template", lambda: section_template(cfg, final))
-        if pool is not None:
-            R["dpo"], R["timings_s"]["dpo"] = dpo.get()
-    finally:
-        if pool is not None:
-            pool.terminate()
-    R["_models"] = {"weak_base": weak, "sft_cold": cold, "sft_final": final}
-    return R
+    with reporting(lambda text: progress(f"{section[0]}: {text}")):  # lines inside sections
+        R["tokens"] = timed("tokens", lambda: section_tokens(cfg))
+        sft, weak, cold, final = timed("sft", lambda: section_sft(cfg))
+        R["sft"] = sft
+        # apart: DPO in a spawned process, killed with the run if anything here fails or stops it
+        # (it ignores Ctrl-C, which this process turns into a one-line stop)
+        spawn = multiprocessing.get_context("spawn")
+        pool = spawn.Pool(1, signal.signal, (signal.SIGINT, signal.SIG_IGN)) if apart else None
+        try:
+            if pool is not None:
+                progress("dpo, in a second process")
+                weights = io.BytesIO()
+                torch.save(weak.state_dict(), weights)
+                dpo = pool.apply_async(_dpo_apart, (cfg, asdict(weak.config), weights.getvalue()))
+            R["rft"] = timed("rft", lambda: section_rft(cfg, weak))
+            R["public_rft"] = timed("public_rft", lambda: section_public_rft(cfg, weak))
+            R["dpo"] = None if pool else timed("dpo", lambda: section_dpo(cfg, weak))
+            R["timings_s"]["dpo"] = R["timings_s"].get("dpo")  # keys in the same order either way
+            R["recipes"] = timed("recipes", lambda: section_recipes(cfg, weak, cold, sft, R["rft"]))
+            R["groups"] = timed("groups", lambda: {
+                "tasks": len(tasks_for("heldout")),
+                "step_cold": mixed_group_fraction(cold, cfg.group_probe, cfg.base.seed + 61),
+                "step_final": mixed_group_fraction(final, cfg.group_probe, cfg.base.seed + 61),
+            })  # fmt: skip
+            R["template"] = timed("template", lambda: section_template(cfg, final))
+            if pool is not None:
+                R["dpo"], R["timings_s"]["dpo"] = dpo.get()
+        finally:
+            if pool is not None:
+                pool.terminate()
+        R["_models"] = {"weak_base": weak, "sft_cold": cold, "sft_final": final}
+        return R
 
 
 def run_seed(cfg: Ch15Config, seed: int, checkpoints: str = "", apart: bool = False) -> dict:

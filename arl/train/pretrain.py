@@ -8,7 +8,7 @@ uses of a variable from its first one is the copying `edit init NAME` needs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -56,9 +56,13 @@ def lm_loss(model: TinyAgent, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def lm_pretrain(
-    model: TinyAgent, seqs: Sequence[Sequence[int]], config: PretrainConfig = PretrainConfig()
+    model: TinyAgent,
+    seqs: Sequence[Sequence[int]],
+    config: PretrainConfig = PretrainConfig(),
+    after_step: Callable[[int], None] | None = None,
 ) -> list[dict]:
-    """Train in place on next-token prediction; returns one record (step, loss) per step."""
+    """Train in place on next-token prediction; returns one record (step, loss) per step.
+    `after_step(step)` is called after each step (progress)."""
     if not seqs or min(len(s) for s in seqs) < 2:
         raise ArlError("pretraining needs sequences of at least two tokens")
     opt = make_optimizer(model, config.lr)
@@ -71,4 +75,6 @@ def lm_pretrain(
         loss = lm_loss(model, x, y)
         value, _ = optimizer_step(model, opt, loss, config.grad_clip, f"pretrain step {step}")
         history.append({"step": step, "loss": value})
+        if after_step is not None:
+            after_step(step)
     return history
