@@ -67,12 +67,15 @@ class Progress:
         transient: bool = False,
         enabled: bool = True,
         stream: TextIO | None = None,
+        t0: float | None = None,
     ) -> None:
         self.label, self.total, self.start, self.enabled = label, total, start, enabled
         self.delay_s, self.every_s, self.transient = delay_s, every_s, transient
         self.stream = stream if stream is not None else sys.stderr
         self.live = enabled and _is_terminal(self.stream)
-        self.t0 = time.monotonic()
+        # when the work began, on time.monotonic's clock (one clock for every process on a
+        # machine, so a helper process can count from its parent's start)
+        self.t0 = time.monotonic() if t0 is None else t0
         self.last_line = -float("inf")  # when the last plain line was printed
         self.bar, self.task = None, None
 

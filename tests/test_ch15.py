@@ -77,7 +77,7 @@ def test_reproduce_ch15_quick_end_to_end(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.slow
-def test_a_killed_run_resumes_without_rerunning_finished_seeds(tmp_path, monkeypatch):
+def test_a_killed_run_resumes_without_rerunning_finished_seeds(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("ARL_CACHE", str(tmp_path / "cache"))
     cfg, out = ch15.Ch15Config().quick(), tmp_path / "ch15"
     calls = []
@@ -99,8 +99,10 @@ def test_a_killed_run_resumes_without_rerunning_finished_seeds(tmp_path, monkeyp
     assert [R["seed"] for R in payload["runs"]] == [0, 1]
     # same seed, same bytes: seed 0 kept from the partial file equals a fresh run of it, here
     # alone with two workers, so with its DPO section in a second process
+    capfd.readouterr()
     fresh = ch15_seeds.run_seeds(cfg, [0], tmp_path / "again", quick=True, workers=2)
     assert calls[-1] == (0, True)
+    assert "[seed 0] dpo: step 0: train" in capfd.readouterr().err  # the DPO process reports
     assert json.dumps(fresh["runs"][0]) == json.dumps(
         {**payload["runs"][0], "timings_s": fresh["runs"][0]["timings_s"]}
     )

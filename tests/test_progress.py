@@ -26,6 +26,9 @@ def test_events_are_one_timed_line_and_disabled_is_silent():
     out = io.StringIO()
     Progress("[seed 3]", stream=out).event("dpo")
     assert out.getvalue() == "[seed 3] dpo (at 0 s)\n"
+    later = io.StringIO()  # a helper process counts from its parent's start
+    Progress("[seed 3]", stream=later, t0=progress.time.monotonic() - 42.0).event("dpo: step 5")
+    assert later.getvalue() == "[seed 3] dpo: step 5 (at 42 s)\n"
     quiet = io.StringIO()
     off = Progress("pg", 2, enabled=False, stream=quiet)
     off.update(1, "x")

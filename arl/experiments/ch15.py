@@ -299,14 +299,18 @@ def section_template(cfg: Ch15Config, final_sft: TinyAgent) -> dict:
 SECTIONS = ("tokens", "sft", "rft", "public_rft", "dpo", "recipes", "groups", "template")
 
 
-def _dpo_apart(cfg: Ch15Config, shape: dict, weights: bytes) -> tuple[dict, float]:
+def _dpo_apart(cfg: Ch15Config, shape: dict, weights: bytes, since: float) -> tuple[dict, float]:
     """section_dpo in a second process, one torch thread; the weak base comes as its shape
-    and its state dict's bytes. Returns the section's results and its seconds."""
+    and its state dict's bytes, `since` is the seed's start (time.monotonic), so its progress
+    lines count from there. Returns the section's results and its seconds."""
     torch.set_num_threads(1)
     weak = TinyAgent(TinyAgentConfig(**shape))
     weak.load_state_dict(torch.load(io.BytesIO(weights), weights_only=True))
     t0 = time.perf_counter()
-    return section_dpo(cfg, weak), round(time.perf_counter() - t0, 1)
+    bar = Progress(f"[seed {cfg.base.seed}]", t0=since)
+    with reporting(lambda text: bar.event(f"dpo: {text}")):
+        out = section_dpo(cfg, weak)
+    return out, round(time.perf_counter() - t0, 1)
 
 
 def run(
@@ -317,6 +321,7 @@ def run(
     second process beside the others (a second core for one seed); the sections share no
     random state, so the results are the same either way."""
     R: dict = {"seed": cfg.base.seed, "timings_s": {}}
+    since = time.monotonic()  # the DPO process's progress lines count from here
     R["eval_n"] = {s: len(tasks_for(s)) * cfg.eval_samples for s in ("train", "heldout")}
 
     section = ["tokens"]
@@ -342,7 +347,8 @@ def run(
                 progress("dpo, in a second process")
                 weights = io.BytesIO()
                 torch.save(weak.state_dict(), weights)
-                dpo = pool.apply_async(_dpo_apart, (cfg, asdict(weak.config), weights.getvalue()))
+                job = (cfg, asdict(weak.config), weights.getvalue(), since)
+                dpo = pool.apply_async(_dpo_apart, job)
             R["rft"] = timed("rft", lambda: section_rft(cfg, weak))
             R["public_rft"] = timed("public_rft", lambda: section_public_rft(cfg, weak))
             R["dpo"] = None if pool else timed("dpo", lambda: section_dpo(cfg, weak))
