@@ -65,11 +65,13 @@ def test_reproduce_ch15_quick_end_to_end(tmp_path, monkeypatch, capsys):
     assert (out / "checkpoints" / "sft_cold" / "model.safetensors").is_file()
     captured = capsys.readouterr()
     assert "QUICK settings" in captured.out and "[seed 1] dpo" in captured.err
+    assert "arl reproduce ch15: seeds 0..1 in 1 process (quick settings)" in captured.err
     # lines from inside a section too (the first at once, then at most one per 20 s)
     assert "[seed 1] sft: weak base: pretraining step 1/20 (at" in captured.err
     # an occupied output folder is refused, in one line, with exit status 2
     assert main(["reproduce", "ch15", "--quick", "--out", str(out)]) == 2
-    assert "holds a finished run" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "holds a finished run" in err and "ch15: seed 0 in " in err  # one seed: no range
     # --retable recomputes the table of the finished run without running anything
     (out / "table.md").unlink()
     assert main(["reproduce", "ch15", "--retable", "--out", str(out)]) == 0

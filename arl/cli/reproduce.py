@@ -27,8 +27,10 @@ def cmd_ch15(args: argparse.Namespace) -> int:
     if args.retable:
         payload = ch15_seeds.retable(Path(args.out))
     else:
-        where = f"Ray tasks ({args.ray})" if args.ray else f"{workers} process(es)"
-        log(f"arl reproduce ch15: seeds {seeds[0]}..{seeds[-1]} in {where}"
+        plural = "es" if workers > 1 else ""
+        where = f"Ray tasks ({args.ray})" if args.ray else f"{workers} process{plural}"
+        which = f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
+        log(f"arl reproduce ch15: {which} in {where}"
             f"{' (quick settings)' if args.quick else ''}; progress lines follow")  # fmt: skip
         payload = ch15_seeds.run_seeds(cfg, seeds, Path(args.out), quick=args.quick,
                                        workers=workers, ray=args.ray, overwrite=args.overwrite,
