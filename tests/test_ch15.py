@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from arl.cli.main import main
+from arl.cli.reproduce import print_ch15
 from arl.errors import ArlError
 from arl.eval.metrics import copy_probe
 from arl.experiments import ch15, ch15_seeds
@@ -66,6 +67,9 @@ def test_reproduce_ch15_quick_end_to_end(tmp_path, monkeypatch, capsys):
     captured = capsys.readouterr()
     assert "QUICK settings" in captured.out and "[seed 1] dpo" in captured.err
     assert "arl reproduce ch15: seeds 0..1 in 1 process (quick settings)" in captured.err
+    print_ch15({**results, "runs": results["runs"][:1]}, out)  # one seed: one number, no range
+    one = round(sum(results["runs"][0]["timings_s"].values()))
+    assert f"time per seed: {one} s of compute" in capsys.readouterr().out
     # lines from inside a section too (the first at once, then at most one per 20 s)
     assert "[seed 1] sft: weak base: pretraining step 1/20 (at" in captured.err
     # an occupied output folder is refused, in one line, with exit status 2

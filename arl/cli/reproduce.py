@@ -64,8 +64,9 @@ def print_ch15(payload: dict, out) -> None:
         costs.add_row(recipe, *(str(c[k]) for k in ("demonstrations", "sampled_episodes",
                                                      "verifier_calls")))  # fmt: skip
     console.print(costs)
-    times = [sum(R["timings_s"].values()) for R in runs]
-    console.print(f"time per seed: {min(times):.0f}-{max(times):.0f} s of compute")
+    times = sorted(round(sum(R["timings_s"].values())) for R in runs)
+    span = f"{times[0]}" if times[0] == times[-1] else f"{times[0]}-{times[-1]}"
+    console.print(f"time per seed: {span} s of compute")
     console.print(f"wrote {out / 'results.json'}, {out / 'table.md'}, "
                   f"{', '.join(payload['figures'])} and checkpoints/")  # fmt: skip
 
