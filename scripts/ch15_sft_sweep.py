@@ -6,7 +6,7 @@ the convergence step by the table's rule, the train curve, train and init pass a
 the final pass rates and the cold start. The closing notes of issue 8 show sweeps made with it.
 
 usage: python scripts/ch15_sft_sweep.py SEED [--lr 2e-3] [--batch 40] [--warmup 0]
-       [--decay constant] [--beta2 0.999]   (set ARL_CACHE to share the weak bases)
+       [--decay constant] [--beta2 0.999] [--quick]   (set ARL_CACHE to share the weak bases)
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=0)
     p.add_argument("--decay", default="constant")
     p.add_argument("--beta2", type=float, default=0.999)
+    p.add_argument("--quick", action="store_true", help="the tests' reduced settings")
     a = p.parse_args()
-    cfg = Ch15Config()
+    cfg = Ch15Config().quick() if a.quick else Ch15Config()
     base = replace(cfg.base, seed=a.seed, sft_lr=a.lr, sft_batch=a.batch, sft_warmup=a.warmup,
                    sft_decay=a.decay, sft_beta2=a.beta2)  # fmt: skip
     t0 = time.time()
