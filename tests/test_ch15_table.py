@@ -172,3 +172,13 @@ def test_converged_step_is_the_first_from_which_train_stays_near_its_final_value
     curve[3]["train"] = 0.95
     assert converged_step(curve) == 20
     assert converged_step(curve[:1]) == 0  # a one-point curve has converged at its only step
+
+
+def test_the_speed_row_prints_init_and_the_lowest_family_at_step_40():
+    R = book_result()
+    speed = lambda R: next(r for r in rows(R) if r.key == "oracle_sft_speed")  # noqa: E731
+    assert "init 0.90, lowest family 0.90)" in speed(R).fmt.format(**speed(R).measured)
+    R["sft"]["oracle_sft_curve"][2]["train_family"]["compare"] = 0.6  # another family lags
+    row = speed(R)
+    assert "init 0.90, lowest family 0.60)" in row.fmt.format(**row.measured)
+    assert row.reproduced  # what it prints does not change the verdict

@@ -143,7 +143,8 @@ def _sft_rows(R: dict, e: Ends) -> list[Row]:
     sft, weak, last = R["sft"], e.weak, e.last
     curve = sft["oracle_sft_curve"]
     conv = converged_step(curve)
-    # the state at the book's step: init (its op and its copied name) is what lags there
+    # the state at the book's step: what lags there is most often init (its op and its copied
+    # name), on some seeds another family, so the row prints init and the lowest family
     due = [q for q in curve if q["step"] <= CONVERGED_BY][-1]
     ent = weak["train_entropy"]
     return [
@@ -172,8 +173,9 @@ def _sft_rows(R: dict, e: Ends) -> list[Row]:
              f"{SFT_ENTROPY_DROP}x"),
         _row("oracle_sft_speed",
              {"conv": conv, "at": due["step"], "tr": due["train"],
-              "init": due["train_family"]["init"]},
-             "step {conv:.0f} (train at step {at:.0f}: {tr:.2f}, init {init:.2f})",
+              "init": due["train_family"]["init"], "low": min(due["train_family"].values())},
+             "step {conv:.0f} (train at step {at:.0f}: {tr:.2f}; init {init:.2f}, lowest family "
+             "{low:.2f})",
              conv <= CONVERGED_BY, f"converged by step {CONVERGED_BY}"),
         _row("copy_probe",
              {"copy": sft["copy_probe"]["oracle_sft"], "copy0": sft["copy_probe"]["weak_base"]},
