@@ -145,8 +145,8 @@ def code_corpus() -> list[list[int]]:
 
 # what only the oracle SFT and the cold start read: the weak base does not depend on them
 ORACLE_FIELDS = ("sft_steps", "sft_lr", "sft_batch", "sft_warmup", "sft_decay", "sft_beta2",
-                 "cold_start_pass",
-                 "cold_eval_every", "cold_eval_samples", "cold_start_step")  # fmt: skip
+                 "cold_start_pass", "cold_eval_every", "cold_eval_samples",
+                 "cold_start_step")  # fmt: skip
 
 
 def _fingerprint(kind: str, config: BaseConfig) -> str:
