@@ -21,4 +21,4 @@ def test_the_sft_sweep_script_prints_the_tables_convergence_step(tmp_path):
     assert (row["seed"], row["beta2"], row["lr"]) == (0, 0.95, 3e-3)
     curve = [{"step": 10 * i, "train": p} for i, p in enumerate(row["train"])]  # every 10 steps
     assert len(curve) == 3 and row["converged"] == converged_step(curve)
-    assert row["train_40"] == row["train"][-1]  # quick: 20 steps, so step 40's state is the last
+    assert round(row["train_40"], 3) == row["train"][-1]  # quick: 20 steps, step 40 is past the end

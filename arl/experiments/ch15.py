@@ -324,49 +324,46 @@ def run(
     since = time.monotonic()  # the DPO process's progress lines count from here
     R["eval_n"] = {s: len(tasks_for(s)) * cfg.eval_samples for s in ("train", "heldout")}
 
-    section = ["tokens"]
-
     def timed(name: str, fn):
         progress(name)
-        section[0] = name  # what the lines from inside it are about
         t0 = time.perf_counter()
-        out = fn()
+        with reporting(lambda text: progress(f"{name}: {text}")):  # lines from inside it
+            out = fn()
         R["timings_s"][name] = round(time.perf_counter() - t0, 1)
         return out
 
-    with reporting(lambda text: progress(f"{section[0]}: {text}")):  # lines inside sections
-        R["tokens"] = timed("tokens", lambda: section_tokens(cfg))
-        sft, weak, cold, final = timed("sft", lambda: section_sft(cfg))
-        R["sft"] = sft
-        # apart: DPO in a spawned process, killed with the run if anything here fails or stops it
-        # (it ignores Ctrl-C, which this process turns into a one-line stop)
-        spawn = multiprocessing.get_context("spawn")
-        pool = spawn.Pool(1, signal.signal, (signal.SIGINT, signal.SIG_IGN)) if apart else None
-        try:
-            if pool is not None:
-                progress("dpo, in a second process")
-                weights = io.BytesIO()
-                torch.save(weak.state_dict(), weights)
-                job = (cfg, asdict(weak.config), weights.getvalue(), since)
-                dpo = pool.apply_async(_dpo_apart, job)
-            R["rft"] = timed("rft", lambda: section_rft(cfg, weak))
-            R["public_rft"] = timed("public_rft", lambda: section_public_rft(cfg, weak))
-            R["dpo"] = None if pool else timed("dpo", lambda: section_dpo(cfg, weak))
-            R["timings_s"]["dpo"] = R["timings_s"].get("dpo")  # keys in the same order either way
-            R["recipes"] = timed("recipes", lambda: section_recipes(cfg, weak, cold, sft, R["rft"]))
-            R["groups"] = timed("groups", lambda: {
-                "tasks": len(tasks_for("heldout")),
-                "step_cold": mixed_group_fraction(cold, cfg.group_probe, cfg.base.seed + 61),
-                "step_final": mixed_group_fraction(final, cfg.group_probe, cfg.base.seed + 61),
-            })  # fmt: skip
-            R["template"] = timed("template", lambda: section_template(cfg, final))
-            if pool is not None:
-                R["dpo"], R["timings_s"]["dpo"] = dpo.get()
-        finally:
-            if pool is not None:
-                pool.terminate()
-        R["_models"] = {"weak_base": weak, "sft_cold": cold, "sft_final": final}
-        return R
+    R["tokens"] = timed("tokens", lambda: section_tokens(cfg))
+    sft, weak, cold, final = timed("sft", lambda: section_sft(cfg))
+    R["sft"] = sft
+    # apart: DPO in a spawned process, killed with the run if anything here fails or stops it
+    # (it ignores Ctrl-C, which this process turns into a one-line stop)
+    spawn = multiprocessing.get_context("spawn")
+    pool = spawn.Pool(1, signal.signal, (signal.SIGINT, signal.SIG_IGN)) if apart else None
+    try:
+        if pool is not None:
+            progress("dpo, in a second process")
+            weights = io.BytesIO()
+            torch.save(weak.state_dict(), weights)
+            job = (cfg, asdict(weak.config), weights.getvalue(), since)
+            dpo = pool.apply_async(_dpo_apart, job)
+        R["rft"] = timed("rft", lambda: section_rft(cfg, weak))
+        R["public_rft"] = timed("public_rft", lambda: section_public_rft(cfg, weak))
+        R["dpo"] = None if pool else timed("dpo", lambda: section_dpo(cfg, weak))
+        R["timings_s"]["dpo"] = R["timings_s"].get("dpo")  # keys in the same order either way
+        R["recipes"] = timed("recipes", lambda: section_recipes(cfg, weak, cold, sft, R["rft"]))
+        R["groups"] = timed("groups", lambda: {
+            "tasks": len(tasks_for("heldout")),
+            "step_cold": mixed_group_fraction(cold, cfg.group_probe, cfg.base.seed + 61),
+            "step_final": mixed_group_fraction(final, cfg.group_probe, cfg.base.seed + 61),
+        })  # fmt: skip
+        R["template"] = timed("template", lambda: section_template(cfg, final))
+        if pool is not None:
+            R["dpo"], R["timings_s"]["dpo"] = dpo.get()
+    finally:
+        if pool is not None:
+            pool.terminate()
+    R["_models"] = {"weak_base": weak, "sft_cold": cold, "sft_final": final}
+    return R
 
 
 def run_seed(cfg: Ch15Config, seed: int, checkpoints: str = "", apart: bool = False) -> dict:
