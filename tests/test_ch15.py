@@ -152,3 +152,11 @@ def test_a_failing_section_stops_the_dpo_running_beside_it(tmp_path, monkeypatch
     with pytest.raises(ArlError, match="broken on purpose"):
         ch15.run(cfg, apart=True)
     assert multiprocessing.active_children() == []
+
+
+def test_mixed_groups_cuts_each_tasks_outcomes_into_groups():
+    T, F = True, False
+    outcomes = {"a": [T, F, F, F, T, T], "b": [F, F, T, F, F, F, T]}  # b's last one is no group
+    assert ch15.mixed_groups(outcomes, 2) == [True, False, False] + [False, True, False]
+    assert ch15.mixed_groups(outcomes, 3) == [True, True] + [True, False]
+    assert ch15.mixed_groups({"a": [T] * 8}, 8) == [False]

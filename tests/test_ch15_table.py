@@ -182,3 +182,15 @@ def test_the_speed_row_prints_init_and_the_lowest_family_at_step_40():
     row = speed(R)
     assert "init 0.90, lowest family 0.60)" in row.fmt.format(**row.measured)
     assert row.reproduced  # what it prints does not change the verdict
+
+
+def test_the_mixed_groups_margin_counts_groups_not_tasks():
+    """30% against 0% is under 2 SE over 10 groups (one per task) and over it with 100."""
+    R = book_result()
+    R["groups"] = {"tasks": 10, "step_cold": {"mixed_fraction": 0.3},
+                   "step_final": {"mixed_fraction": 0.0}}  # fmt: skip
+    verdict = lambda: next(r.reproduced for r in rows(R) if r.key == "mixed_groups")  # noqa: E731
+    assert not verdict()  # a run saved before groups were counted: n is the 10 tasks
+    R["groups"]["groups"] = 100
+    assert verdict()
+    assert "over 100 held-out groups" in next(r.rule for r in rows(R) if r.key == "mixed_groups")

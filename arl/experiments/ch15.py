@@ -65,7 +65,8 @@ class Ch15Config:
     rl_steps_cold: int = 40  # RL steps after the cold-start SFT checkpoint
     rl_steps_only: int = 60  # RL steps from the weak base
     rl_eval_every: int = 10
-    group_probe: int = 8  # samples per held-out task when counting mixed-outcome groups
+    group_probe: int = 8  # G, episodes per group when counting mixed-outcome groups
+    group_probe_groups: int = 10  # groups per held-out task (100 groups: SE <= 0.05)
 
     def quick(self) -> Ch15Config:
         """A reduced run for tests: same sections, far fewer steps and samples."""
@@ -86,6 +87,7 @@ class Ch15Config:
             rl_steps_only=4,
             rl_eval_every=2,
             group_probe=4,
+            group_probe_groups=1,
         )
 
 
@@ -258,13 +260,21 @@ def section_recipes(cfg: Ch15Config, weak: TinyAgent, cold: TinyAgent, sft: dict
 # --- 15.6 design problems ------------------------------------------------------------------
 
 
-def mixed_group_fraction(model: TinyAgent, samples: int, seed: int) -> dict:
-    """Share of held-out tasks whose G samples mix passes and failures (nonzero advantages)."""
-    trajs = run_policy(model, tasks_for("heldout"), samples, seed=seed)
+def mixed_groups(outcomes: dict[str, list[bool]], group: int) -> list[bool]:
+    """Each task's outcomes cut into consecutive groups of `group`: True where a group mixes
+    passes and failures, so that a group baseline gives it nonzero advantages."""
+    return [0 < sum(v[i : i + group]) < group
+            for v in outcomes.values() for i in range(0, len(v) - group + 1, group)]  # fmt: skip
+
+
+def mixed_group_fraction(model: TinyAgent, group: int, groups: int, seed: int) -> dict:
+    """Share of groups of `group` episodes on a held-out task that mix passes and failures,
+    over `groups` groups per task (10 tasks x 10 groups: a standard error under 0.05)."""
+    trajs = run_policy(model, tasks_for("heldout"), group * groups, seed=seed)
     by_task: dict[str, list[bool]] = {}
     for t in trajs:
         by_task.setdefault(t.task, []).append(t.passed)
-    mixed = [0 < sum(v) < len(v) for v in by_task.values()]
+    mixed = mixed_groups(by_task, group)
     return {
         "mixed_fraction": sum(mixed) / len(mixed),
         "pass_rate": sum(t.passed for t in trajs) / len(trajs),
@@ -351,10 +361,12 @@ def run(
         R["dpo"] = None if pool else timed("dpo", lambda: section_dpo(cfg, weak))
         R["timings_s"]["dpo"] = R["timings_s"].get("dpo")  # keys in the same order either way
         R["recipes"] = timed("recipes", lambda: section_recipes(cfg, weak, cold, sft, R["rft"]))
+        probe = (cfg.group_probe, cfg.group_probe_groups, cfg.base.seed + 61)
         R["groups"] = timed("groups", lambda: {
             "tasks": len(tasks_for("heldout")),
-            "step_cold": mixed_group_fraction(cold, cfg.group_probe, cfg.base.seed + 61),
-            "step_final": mixed_group_fraction(final, cfg.group_probe, cfg.base.seed + 61),
+            "groups": len(tasks_for("heldout")) * cfg.group_probe_groups,
+            "step_cold": mixed_group_fraction(cold, *probe),
+            "step_final": mixed_group_fraction(final, *probe),
         })  # fmt: skip
         R["template"] = timed("template", lambda: section_template(cfg, final))
         if pool is not None:

@@ -312,7 +312,7 @@ def _problem_rows(R: dict, e: Ends) -> list[Row]:
     # (runs saved before this was recorded are retabled without it)
     wrong = {"wrong": tpl["op_choice"]["wrong_op"]} if "op_choice" in tpl else {}
     wrong_text = "; first edit another family's op in {wrong:.0%}" if wrong else ""
-    g_n = groups["tasks"]
+    g_n = groups.get("groups", groups["tasks"])  # runs saved before 10 groups a task: 1
     g_cold, g_final = groups["step_cold"]["mixed_fraction"], groups["step_final"]["mixed_fraction"]
     # Poisson standard error of the difference of two mean counts (a zero count counts as one)
     counts = (tpl["malformed_per_episode"], last["train_malformed"])
@@ -320,7 +320,7 @@ def _problem_rows(R: dict, e: Ends) -> list[Row]:
     return [
         _row("mixed_groups", {"a": g_cold, "b": g_final}, "{a:.0%} / {b:.0%}",
              above(g_cold, g_n, g_final, g_n),
-             f"the cold start has more informative groups ({SE} over tasks)"),
+             f"the cold start has more informative groups ({SE} over {g_n} held-out groups)"),
         _row("template_pass",
              {"tr": tpl["train_pass"], "ok": last["train"], "nll": tpl["nll_per_action_token"],
               "nll0": tpl["nll_per_action_token_matched"]},
