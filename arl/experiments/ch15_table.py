@@ -186,14 +186,24 @@ def _sft_rows(R: dict, e: Ends) -> list[Row]:
     ]  # fmt: skip
 
 
-def _rft_rows(R: dict, e: Ends) -> list[Row]:
-    """15.3 and 15.6: the gradient identity, expert iteration, its kept set, public filter."""
-    rounds, ident, pub = R["rft"]["rounds"], R["rft"]["identity"], R["public_rft"]["rounds"]
-    ei = [e.weak["train"]] + [r["train"] for r in rounds]  # from the weak base, round by round
+def expert_iteration_holds(weak_train: float, rounds: list[dict], n_tr: int) -> bool:
+    """The expert-iteration rule on the weak base's train pass and each round's evaluation
+    (`train`, `heldout`, `train_family`), `n_tr` episodes behind a train pass rate."""
+    ei = [weak_train] + [r["train"] for r in rounds]  # from the weak base, round by round
     gains = [b - a for a, b in zip(ei, ei[1:], strict=False)]
     # the ceiling's cause: the final policy does not solve init (pass within Z SE of zero);
     # the weak base's rare copies may be kept early, but filtered cloning does not amplify them
-    n_init = round(e.n_tr * INIT_SHARE)
+    init_end = rounds[-1]["train_family"]["init"]
+    return (above(ei[-1], n_tr, ei[0], n_tr, by=EI_RISE) and gains[-1] < max(gains) / 2
+            and ei[-1] <= EI_CEILING + Z * se(ei[-1], n_tr)
+            and init_end <= Z * se(0.0, round(n_tr * INIT_SHARE))
+            and max(r["heldout"] for r in rounds) <= EI_HELDOUT_MAX)  # fmt: skip
+
+
+def _rft_rows(R: dict, e: Ends) -> list[Row]:
+    """15.3 and 15.6: the gradient identity, expert iteration, its kept set, public filter."""
+    rounds, ident, pub = R["rft"]["rounds"], R["rft"]["identity"], R["public_rft"]["rounds"]
+    ei = [e.weak["train"]] + [r["train"] for r in rounds]
     init_end = rounds[-1]["train_family"]["init"]
     init_kept = rounds[0]["family_share"]["init"]
     held_max = max(r["heldout"] for r in rounds)
@@ -213,9 +223,7 @@ def _rft_rows(R: dict, e: Ends) -> list[Row]:
               "kept0": init_kept},
              " -> ".join(f"{{r{i}:.2f}}" for i in range(len(ei)))
              + "; held-out <= {ho:.2f}; init pass {init:.2f} (round-1 kept share {kept0:.0%})",
-             above(ei[-1], e.n_tr, ei[0], e.n_tr, by=EI_RISE) and gains[-1] < max(gains) / 2
-             and ei[-1] <= EI_CEILING + Z * se(ei[-1], e.n_tr)
-             and init_end <= Z * se(0.0, n_init) and held_max <= EI_HELDOUT_MAX,
+             expert_iteration_holds(e.weak["train"], rounds, e.n_tr),
              f"rises > {EI_RISE} ({SE}); plateaus (last gain < half the largest) under the init "
              f"ceiling {EI_CEILING}; init not learned (last round's init pass within {SE} of 0); "
              f"held-out <= {EI_HELDOUT_MAX}"),
