@@ -20,7 +20,7 @@ from dataclasses import replace
 import torch
 
 from arl.experiments.bases import weak_base
-from arl.experiments.ch15 import Ch15Config, eval_both, section_rft
+from arl.experiments.ch15 import Ch15Config, eval_weak, section_rft
 from arl.experiments.ch15_table import expert_iteration_holds
 from arl.gym.tasks import tasks_for
 
@@ -45,7 +45,7 @@ def main() -> None:
     cfg = replace(cfg, base=base, rft=rft)
     t0 = time.time()
     weak = weak_base(cfg.base)
-    w = eval_both(weak, cfg.eval_samples, seed=cfg.base.seed * 7 + 1)  # as the SFT section does
+    w = eval_weak(cfg, weak)  # the weak base's numbers in the table
     rounds = section_rft(cfg, weak)["rounds"]
     n_tr = len(tasks_for("train")) * cfg.eval_samples  # episodes behind a train pass rate
     row = {"seed": a.seed, "lr": rft.lr, "batch": rft.batch_size, "steps": rft.steps_per_round,

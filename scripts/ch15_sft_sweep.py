@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 
 from arl.experiments.ch15 import Ch15Config, section_sft
-from arl.experiments.ch15_table import CONVERGED_BY, SFT_HELDOUT_MIN, converged_step
+from arl.experiments.ch15_table import CONVERGED_BY, converged_step
 
 
 def main() -> None:
@@ -52,7 +52,6 @@ def main() -> None:
            "train": [round(q["train"], 3) for q in curve],
            "train_40": due["train"], "init_40": due["train_family"]["init"],
            "final_train": curve[-1]["train"], "final_heldout": curve[-1]["heldout"],
-           "sft_holds": curve[-1]["heldout"] >= SFT_HELDOUT_MIN,
            "cold_start": out["cold_start"], "copy_probe": out["copy_probe"],
            "seconds": round(time.time() - t0)}  # fmt: skip
     print(json.dumps(row), flush=True)

@@ -144,10 +144,15 @@ def section_tokens(cfg: Ch15Config) -> dict:
 # --- 15.2 warm starts --------------------------------------------------------------------------
 
 
+def eval_weak(cfg: Ch15Config, weak: TinyAgent) -> dict:
+    """The weak base's evaluation on both splits (its own evaluation seed)."""
+    return eval_both(weak, cfg.eval_samples, seed=cfg.base.seed * 7 + 1)
+
+
 def section_sft(cfg: Ch15Config) -> tuple[dict, TinyAgent, TinyAgent, TinyAgent]:
     """Weak base metrics, then oracle SFT evaluated every few steps; returns the models too."""
     weak = weak_base(cfg.base)
-    weak_eval = eval_both(weak, cfg.eval_samples, seed=cfg.base.seed * 7 + 1)
+    weak_eval = eval_weak(cfg, weak)
     curve: list[dict] = []
 
     def hook(step: int, model: TinyAgent) -> dict:
