@@ -1,0 +1,125 @@
+"""Grading attacks on arl.sandbox: exploits, infrastructure failures, state between jobs."""
+
+import threading
+import time
+
+import pytest
+from test_sandbox import REASON, host_pids, job, job_uids, statuses
+
+from arl.sandbox import Case, Job, make_sandbox
+
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no sandbox here: {REASON}")
+
+
+@pytest.fixture(scope="module")
+def sb():
+    with make_sandbox("auto", workers=2) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture()
+def one():
+    """A one-worker sandbox: consecutive jobs land on the same worker."""
+    with make_sandbox("auto", workers=1) as sandbox:
+        yield sandbox
+
+
+EXPLOITS = {  # each with a wrong function (the right answer is 2): never a pass
+    "exit_at_import": ("import os\nos._exit(0)\ndef f(x): return 3\n", (), "exit_at_import"),
+    "sys_exit_at_import": ("import sys\nsys.exit(0)\ndef f(x): return 3\n", (), "exit_at_import"),
+    "forged_stdout": (
+        "def f(x):\n    print('passed 1 of 1\\nOK\\n{\"cases\": [{\"s\": \"pass\"}]}')\n"
+        "    return 3\n", (), None,
+    ),
+    "always_eq": (
+        "class A:\n    def __eq__(self, o): return True\ndef f(x): return A()\n", (), None,
+    ),
+    "int_subclass": (
+        "class I(int):\n    def __eq__(self, o): return True\ndef f(x): return I(3)\n", (), None,
+    ),
+    "forged_records": (
+        "import os\ndef f(x):\n    os.write(3, b'{\"k\": \"ok\", \"i\": 0, \"v\": 2}\\n'"
+        " * 2 + b'{\"k\": \"pass\"}\\n')\n    os._exit(0)\n", (), "bad_result_stream",
+    ),
+    "conftest_file": (
+        "def f(x): return 3\n",
+        (("conftest.py", "def pytest_runtest_makereport(item, call): pass\n"),),
+        "dropped:conftest.py",
+    ),
+    "sitecustomize_written": (
+        "open('sitecustomize.py', 'w').write('import os')\ndef f(x): return 3\n", (),
+        "dropped:sitecustomize.py",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(EXPLOITS))
+def test_exploits_with_a_wrong_function_never_pass(sb, name):
+    source, files, flag = EXPLOITS[name]
+    v = sb.run(Job(source, "f", (Case("t", (1,), 2),), files=files))
+    assert not v.passed and statuses(v)[0] in ("fail", "crash"), v
+    if flag:
+        assert flag in v.flags
+    assert v.infra_error is None
+
+
+def test_a_worker_killed_mid_job_is_replaced_and_the_job_retried(one):
+    slow = job("import time\ndef f(x):\n    time.sleep(0.6)\n    return x\n", ((1,), 1))
+    (worker,) = one._live
+    threading.Timer(0.3, worker.proc.kill).start()
+    v = one.run(slow)
+    assert v.passed and v.attempts == 2 and v.infra_error is None
+    assert one.stats["retries"] == 1 and one.stats["worker_restarts"] == 1
+    assert one.stats["infra_errors"] == 0 and one.run(slow).passed
+    for _ in range(40):  # the killed worker's namespace, its sleeping job with it, is gone
+        if not host_pids({worker.uid}):
+            break
+        time.sleep(0.05)
+    assert host_pids({worker.uid}) == [] and worker.uid not in job_uids(one)
+
+
+def test_retries_exhausted_is_an_infra_error_not_a_fail():
+    with make_sandbox("auto", workers=1, retries=0) as sandbox:
+        (worker,) = sandbox._live
+        threading.Timer(0.3, worker.proc.kill).start()
+        v = sandbox.run(job("import time\ndef f(x):\n    time.sleep(2)\n    return x\n", ((1,), 1)))
+        assert v.infra_error and "died" in v.infra_error and statuses(v) == ["infra_error"]
+        assert not v.passed and v.attempts == 1 and sandbox.stats["infra_errors"] == 1
+    from arl.sandbox.launch import Launch
+    from arl.sandbox.pool import Sandbox
+
+    broken = Sandbox("bwrap", lambda: Launch(("sh", "-c", "echo garbage"), -1), 1, True, 2)
+    with broken:
+        v = broken.run(job("def f(x): return x\n", ((1,), 1), ((2,), 2)))
+    assert v.infra_error and statuses(v) == ["infra_error"] * 2 and v.attempts == 3
+    assert broken.stats["retries"] == 2 and broken.stats["infra_errors"] == 1
+
+
+def test_same_job_same_verdict_and_no_state_leaks_between_jobs(one, sb):
+    first = """
+        import math, os
+        counter = 0
+        def f(x):
+            global counter
+            counter += 1
+            seen = [os.path.exists("left.txt"), math.pi == 3, os.environ.get("LEAK")]
+            open("left.txt", "w").write("x")
+            math.pi = 3
+            os.environ["LEAK"] = "1"
+            return [counter] + seen + sorted(os.listdir("."))
+    """
+    expected = [1, False, False, None, "left.txt", "solution.py"]
+    verdicts = [one.run(job(first, ((1,), expected))) for _ in range(3)]
+    assert all(v.passed for v in verdicts), verdicts[1].results
+    order = job("def f(x):\n    return list({'apple', 'pear', 'fig', 'kiwi', 'plum'})\n", ((1,), 0))
+    details = {v.results[0].detail for v in sb.run_many([order] * 4) + [one.run(order)]}
+    assert len(details) == 1  # set order is the same on every worker (PYTHONHASHSEED=0)
+
+
+def test_cold_launches_and_the_unsandboxed_kind_give_the_same_verdicts():
+    src = "def f(a, b):\n    return a * b\n"
+    j = job(src, ((2, 3), 6), ((2, 2), 5))
+    with make_sandbox("auto", warm=False) as cold, make_sandbox("none", workers=1) as plain:
+        got = [cold.run(j), plain.run(j), cold.run_many([j, j])[1]]
+        assert cold.stats["launches"] == 3 and cold.kind == "bwrap" and plain.kind == "none"
+    assert {tuple(statuses(v)) for v in got} == {("pass", "fail")}
