@@ -123,3 +123,11 @@ def test_cold_launches_and_the_unsandboxed_kind_give_the_same_verdicts():
         got = [cold.run(j), plain.run(j), cold.run_many([j, j])[1]]
         assert cold.stats["launches"] == 3 and cold.kind == "bwrap" and plain.kind == "none"
     assert {tuple(statuses(v)) for v in got} == {("pass", "fail")}
+
+
+def test_a_job_that_leaves_many_files_gets_a_fresh_worker_not_an_error(one):
+    litter = "def f(n):\n    for i in range(n):\n        open(f'f{i}', 'w').close()\n    return n\n"
+    look = "import os\ndef f(x):\n    return len(os.listdir('.'))\n"
+    v = one.run(job(litter, ((6000,), 6000)))
+    assert v.passed and one.stats["worker_restarts"] == 1 and one.stats["infra_errors"] == 0
+    assert one.run(job(look, ((0,), 1))).passed  # only solution.py: the litter went with it

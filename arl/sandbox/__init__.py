@@ -44,9 +44,10 @@ How each promise is kept (measured on Debian 12, bwrap 0.8, Linux 6.x, running a
   common modules, runs a dummy job in itself and freezes the GC first, so that a fork
   touches few pages (a page fault costs about 10 us on these VMs). Worker start-up
   happens on one long-lived thread, since --die-with-parent follows the starting thread.
-- Infrastructure failures (worker died, timed out, answered garbage, a job's process
-  survived the kill) replace the worker; the job is retried on the fresh one up to
-  `retries` times, then its verdict has infra_error and every case "infra_error".
+- Infrastructure failures (worker died, timed out, answered garbage) replace the worker;
+  the job is retried on the fresh one up to `retries` times, then its verdict has
+  infra_error and every case "infra_error". A worker whose job left a process it could
+  not kill, or more than 5,000 files, is replaced after the verdict (not a retry).
   Sandbox.stats counts jobs, retries, infra_errors, worker_restarts and launches.
 - Statuses: a module that fails to import (SyntaxError, an exception, no such function)
   gives "fail" for every case, detail "import failed: <type>: <message>"; one that exits

@@ -173,8 +173,8 @@ class Sandbox:
     def __init__(self, kind: str, launcher: Callable[[], Launch], workers: int, warm: bool,
                  retries: int):  # fmt: skip
         self.kind, self.workers, self.warm, self.retries = kind, workers, warm, retries
-        self.stats = {"jobs": 0, "infra_errors": 0, "retries": 0, "worker_restarts": 0}
-        self.stats["launches"] = 0
+        self.stats = dict.fromkeys(("jobs", "infra_errors", "retries", "worker_restarts"), 0)
+        self.stats["launches"] = 0  # workers started (one per job when not warm)
         self._launcher, self._lock, self._closed = launcher, threading.Lock(), False
         self._live: set[Worker] = set()
         self._idle: queue.SimpleQueue[Worker] = queue.SimpleQueue()

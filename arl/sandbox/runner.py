@@ -25,6 +25,7 @@ except ImportError:
 WARM_IMPORTS = ("bisect", "collections", "functools", "heapq", "itertools", "re", "typing")
 
 MAX_STREAM = 8 << 20  # bytes of result records one job may send
+MAX_ENTRIES = 5000  # files and directories a job may leave for the runner to remove
 HARNESS = {"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", "tox.ini",
            "setup.cfg", "pyproject.toml", "__main__.py", ".pytest_cache"}  # fmt: skip
 
@@ -207,16 +208,20 @@ def oom_kills():
     return 0
 
 
-def scan(scratch, limit=2000):
-    """Names of harness files (conftest.py, *.pth, ...) anywhere in the scratch tree."""
-    found = set()
-    for n, (_, dirs, files) in enumerate(os.walk(scratch)):
+def scan(scratch):
+    """Harness files (conftest.py, *.pth, ...) in the scratch tree, and whether it is small.
+
+    A tree of more than MAX_ENTRIES entries is not walked further nor removed one file at a
+    time (that could outlast the host's patience): the worker is replaced instead."""
+    found, count = set(), 0
+    for _, dirs, files in os.walk(scratch):
         for name in dirs + files:
             if name in HARNESS or name.endswith(".pth"):
                 found.add("dropped:" + name)
-        if n > limit:
-            break
-    return sorted(found)
+        count += len(dirs) + len(files)
+        if count > MAX_ENTRIES:
+            return sorted(found), False
+    return sorted(found), True
 
 
 def remove_tree(path):
@@ -294,11 +299,13 @@ def run_job(req, cfg, devnull):
         drain(res_r, res.extend, MAX_STREAM - len(res))
     os.close(out_r)
     os.close(res_r)
-    flags = scan(scratch)
+    flags, small = scan(scratch)
     try:
-        remove_tree(scratch)
+        if small:
+            remove_tree(scratch)
     except OSError:
-        clean = False
+        small = False
+    clean = clean and small
     stream_error = "result stream too large" if res is None else None
     records, stream_flags = case_records(
         res or b"", n, status, rusage, lim, timed_out, oom_before, stream_error
