@@ -54,6 +54,8 @@ def test_jobs_and_cases_are_checked_when_made():
             Job("x = 1", "f", (Case("t", (), 1),), files=((bad, "x"),))
     with pytest.raises(ArlError, match="positive"):
         Limits(wall_seconds=0)
+    with pytest.raises(ArlError, match="output_bytes"):
+        Limits(output_bytes=1 << 30)
     with pytest.raises(ArlError, match="unknown sandbox kind"):
         make_sandbox("docker")
     job = Job("x = 1", "f", [Case("t", [1], 1)], files=[("pkg/helper.py", "y = 2")])
@@ -76,7 +78,10 @@ def test_plain_refuses_lookalikes():
         pass
 
     assert child.plain((1, [2.5, None], {"a": True})) == [1, [2.5, None], {"a": True}]
-    for bad in (Always(), Int(3), {1: 2}, {"a": {1}}, b"x", (x for x in ())):
+    deep = []
+    for _ in range(150):
+        deep = [deep]
+    for bad in (Always(), Int(3), {1: 2}, {"a": {1}}, b"x", (x for x in ()), deep):
         with pytest.raises(child.Unserializable):
             child.plain(bad)
 
@@ -85,21 +90,25 @@ def test_stream_parser_accepts_only_the_protocol():
     def lines(*recs):
         return b"".join(json.dumps(r).encode() + b"\n" for r in recs)
 
+    deep = []
+    for _ in range(200):  # deeper than any value child.plain lets through
+        deep = [deep]
     ok = lines({"k": "imported"}, {"k": "start", "i": 0}, {"k": "ok", "i": 0, "v": 5})
-    assert runner.parse_stream(ok, 2) == ([{"s": "ok", "v": 5}], True, None, None)
+    assert child.parse_stream(ok, 2) == ([{"s": "ok", "v": 5}], True, None, None)
     cut = lines({"k": "imported"}, {"k": "start", "i": 0}) + b'{"k": "ok", "i'
-    assert runner.parse_stream(cut, 1) == ([], True, 0, None)  # died mid-case 0
+    assert child.parse_stream(cut, 1) == ([], True, 0, None)  # died mid-case 0
     forged = [
         lines({"k": "start", "i": 0}),  # no import first
         lines({"k": "imported"}, {"k": "ok", "i": 0, "v": 5}),  # a result never started
         lines({"k": "imported"}, {"k": "start", "i": 1}),  # out of order
         lines({"k": "imported"}, {"k": "start", "i": 0}, {"k": "pass", "i": 0}),
         lines({"k": "imported"}) + b"passed 1 of 1\n",
+        lines({"k": "imported"}, {"k": "start", "i": 0}, {"k": "ok", "i": 0, "v": deep}),
     ]
     for data in forged:
-        assert runner.parse_stream(data, 2)[3] == "bad result stream"
+        assert child.parse_stream(data, 2)[3] == "bad result stream"
     err = lines({"k": "import_error", "e": "SyntaxError", "m": "bad"})
-    assert runner.parse_stream(err, 2)[0] == [{"s": "import", "e": "SyntaxError", "m": "bad"}] * 2
+    assert child.parse_stream(err, 2)[0] == [{"s": "import", "e": "SyntaxError", "m": "bad"}] * 2
 
 
 def test_missing_bwrap_is_one_line_with_the_fix(monkeypatch, tmp_path):

@@ -7,7 +7,8 @@ case's args (parsed afresh from JSON, so no case sees another's objects). It rep
 events as JSON lines on fd 3: imported (or import_error), then per case start and one of
 ok (the RESULT as strictly plain values), raise (the exception's type) or unser (a result
 that is not plain JSON data, e.g. an object whose __eq__ is always true). It never holds
-an expected value, and nothing it sends is trusted: the runner checks the stream.
+an expected value, and nothing it sends is trusted: the runner checks the stream with
+parse_stream (below), in its own process.
 """
 
 import json
@@ -124,3 +125,49 @@ def run_cases(req, write, dumps):
             continue
         write(3, (line + "\n").encode())
     return 0
+
+
+def shallow(v, depth=0):
+    """A value nested at most as deep as child.plain allows (the host need not recurse far)."""
+    if depth > 102:
+        return False
+    if isinstance(v, list):
+        return all(shallow(x, depth + 1) for x in v)
+    if isinstance(v, dict):
+        return all(shallow(x, depth + 1) for x in v.values())
+    return True
+
+
+def parse_stream(data, n):
+    """Check the child's records: (per-case records, imported?, case in progress, error)."""
+    records, imported, current = [], False, None
+    lines = data.split(b"\n")[:-1]  # a cut last line is dropped
+    for k, line in enumerate(lines):
+        try:
+            rec = json.loads(line)
+            kind = rec["k"]
+            if not shallow(rec.get("v")):
+                raise ValueError("nested too deep")
+        except Exception:
+            return records, imported, current, "bad result stream"
+        if not imported:
+            if kind == "import_error" and k == len(lines) - 1:
+                e, m = str(rec.get("e", ""))[:60], str(rec.get("m", ""))[:200]
+                return [{"s": "import", "e": e, "m": m}] * n, False, None, None
+            if kind != "imported":
+                return records, imported, current, "bad result stream"
+            imported = True
+        elif kind == "start" and current is None and rec.get("i") == len(records) < n:
+            current = len(records)
+        elif kind in ("ok", "raise", "unser") and current is not None and rec.get("i") == current:
+            if kind == "ok":
+                records.append({"s": "ok", "v": rec.get("v")})
+            elif kind == "raise":
+                e, m = str(rec.get("e", ""))[:60], str(rec.get("m", ""))[:200]
+                records.append({"s": "raise", "e": e, "m": m})
+            else:
+                records.append({"s": "unser", "t": str(rec.get("t", ""))[:60]})
+            current = None
+        else:
+            return records, imported, current, "bad result stream"
+    return records, imported, current, None

@@ -92,7 +92,7 @@ class Worker:
                     body, self._buf = rest[: int(head)], rest[int(head) :]
                     try:
                         reply = json.loads(body)
-                    except ValueError as e:
+                    except (ValueError, RecursionError) as e:
                         raise WorkerError("garbage from the worker") from e
                     if not isinstance(reply, dict):
                         raise WorkerError("garbage from the worker")
@@ -155,7 +155,7 @@ def read_reply(job: Job, reply: dict, attempts: int) -> Verdict:
         raise WorkerError("malformed reply from the worker")
     try:
         results = tuple(judge(c, r) for c, r in zip(job.cases, cases, strict=True))
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise WorkerError(f"malformed reply from the worker: {e}") from e
     flags = sorted(set(flags) | set(harness_flags(name for name, _ in job.files)))
     return Verdict(results, attempts=attempts, flags=tuple(flags), output=output)

@@ -17,7 +17,7 @@ import sys
 import time
 
 try:  # on the host, as a module; in the sandbox child.py's text comes first in the program
-    from .child import child_main, plain
+    from .child import child_main, parse_stream, plain
 except ImportError:
     pass
 
@@ -56,39 +56,6 @@ def write_all(fd, data):
 def send_frame(fd, obj):
     data = json.dumps(obj).encode()
     write_all(fd, b"%d\n" % len(data) + data)
-
-
-def parse_stream(data, n):
-    """Check the child's records: (per-case records, imported?, case in progress, error)."""
-    records, imported, current = [], False, None
-    lines = data.split(b"\n")[:-1]  # a cut last line is dropped
-    for k, line in enumerate(lines):
-        try:
-            rec = json.loads(line)
-            kind = rec["k"]
-        except Exception:
-            return records, imported, current, "bad result stream"
-        if not imported:
-            if kind == "import_error" and k == len(lines) - 1:
-                e, m = str(rec.get("e", ""))[:60], str(rec.get("m", ""))[:200]
-                return [{"s": "import", "e": e, "m": m}] * n, False, None, None
-            if kind != "imported":
-                return records, imported, current, "bad result stream"
-            imported = True
-        elif kind == "start" and current is None and rec.get("i") == len(records) < n:
-            current = len(records)
-        elif kind in ("ok", "raise", "unser") and current is not None and rec.get("i") == current:
-            if kind == "ok":
-                records.append({"s": "ok", "v": rec.get("v")})
-            elif kind == "raise":
-                e, m = str(rec.get("e", ""))[:60], str(rec.get("m", ""))[:200]
-                records.append({"s": "raise", "e": e, "m": m})
-            else:
-                records.append({"s": "unser", "t": str(rec.get("t", ""))[:60]})
-            current = None
-        else:
-            return records, imported, current, "bad result stream"
-    return records, imported, current, None
 
 
 def others(me):

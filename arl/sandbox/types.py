@@ -23,6 +23,7 @@ HARNESS_FILES = frozenset(
      "setup.cfg", "pyproject.toml", "__main__.py", ".pytest_cache"}
 )  # fmt: skip
 MAX_JOB_BYTES = 1 << 20  # source + files of one job: far below the worker's scratch tmpfs
+MAX_OUTPUT = 8 << 20  # output kept per job: its reply stays far below pool.MAX_REPLY
 DETAIL_CHARS = 120
 
 
@@ -41,8 +42,8 @@ class Limits:
         for name in ("cpu_seconds", "wall_seconds", "memory_mb", "processes", "file_size_mb"):
             if not getattr(self, name) > 0:
                 raise ArlError(f"sandbox limit {name} must be positive, got {getattr(self, name)}")
-        if self.output_bytes < 0:
-            raise ArlError(f"sandbox limit output_bytes must be >= 0, got {self.output_bytes}")
+        if not 0 <= self.output_bytes <= MAX_OUTPUT:
+            raise ArlError(f"sandbox limit output_bytes must be in [0, {MAX_OUTPUT}]")
 
 
 @dataclass(frozen=True)
