@@ -103,9 +103,16 @@ def test_memory_bomb_is_memory_and_a_sibling_still_passes(sb):
     huge = "def f(x):\n    b = bytearray(8 << 30)\n    return len(b)\n"
     grow = "def f(x):\n    xs = []\n    while True:\n        xs.append(bytearray(1 << 20))\n"
     sibling = "import time\ndef f(x):\n    time.sleep(0.3)\n    return x * 2\n"
+    first = """
+        import subprocess
+        def f(x):  # in a machine-wide shortage the kernel kills the job's processes first
+            child = subprocess.run(["cat", "/proc/self/oom_score_adj"], capture_output=True)
+            return [open("/proc/self/oom_score_adj").read(), child.stdout.decode()]
+    """
     verdicts = sb.run_many([job(huge, ((1,), 1)), job(sibling, ((21,), 42)),
-                            job(grow, ((1,), 1)), job(sibling, ((1,), 2))])  # fmt: skip
-    assert [statuses(v) for v in verdicts] == [["memory"], ["pass"], ["memory"], ["pass"]]
+                            job(grow, ((1,), 1)), job(sibling, ((1,), 2)),
+                            job(first, ((1,), ["1000\n", "1000\n"]))])  # fmt: skip
+    assert [statuses(v) for v in verdicts] == [["memory"], ["pass"], ["memory"], ["pass"], ["pass"]]
 
 
 def test_fork_bomb_is_contained_and_a_sibling_still_passes(sb):

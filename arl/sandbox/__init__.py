@@ -7,13 +7,14 @@
 How each promise is kept (measured on Debian 12, bwrap 0.8, Linux 6.x, running as root):
 
 - Verdicts are data, not stdout. Each job runs in a child forked by a runner; the child
-  imports solution.py, calls the function on each case's args and sends the RESULT as
-  JSON lines on a pipe of its own (only int/float/bool/str/None/list/tuple/dict of
-  those; anything else, e.g. an object whose __eq__ is always true, is "fail" with
-  detail "unserializable ..."). The runner checks that stream (a forged or garbled one
-  is "crash"); the host compares each result with `expected` (types.judge). The
-  expected values are never sent to the worker, so no code in the sandbox can read them.
-  stdout/stderr are only kept (Verdict.output, cut at output_bytes: flag "output_cut").
+  runs solution.py as module `solution`, calls the function on each case's args (fresh
+  from JSON) and sends the RESULT as JSON lines on a pipe of its own (only int, float,
+  bool, str, None, list, tuple, dict of those; anything else, e.g. an object whose
+  __eq__ is always true, is "fail" with detail "unserializable ..."). The runner checks
+  that stream (a forged or garbled one makes every case "crash", flag
+  "bad_result_stream"); the host compares each result with `expected` (types.judge).
+  The expected values are never sent to the worker, so no code in the sandbox can read
+  them. stdout/stderr are only kept (Verdict.output, cut at output_bytes, "output_cut").
 - Isolation (launch.bwrap_argv): new net, PID, IPC, UTS (and cgroup) namespaces,
   --die-with-parent, --new-session, --clearenv; read-only /usr (with the /bin, /lib*
   links) and this Python's prefix, whose parents are empty 0755 directories (so $HOME's
@@ -38,8 +39,10 @@ How each promise is kept (measured on Debian 12, bwrap 0.8, Linux 6.x, running a
   runner), repeated until /proc is empty; the host also cuts a worker that does not
   answer within the wall clock plus 5 s.
 - Memory: RLIMIT_AS per process (MemoryError is status "memory"; a SIGKILL while the
-  kernel's oom_kill count rose is "memory" too). Files: RLIMIT_FSIZE (Python ignores
-  SIGXFSZ, so a big write raises OSError EFBIG) and the 128 MiB scratch tmpfs.
+  kernel's oom_kill count rose is "memory" too), and oom_score_adj 1000 for every process
+  of a job, so that in a shortage of memory the kernel kills job processes first.
+- Files: RLIMIT_FSIZE (Python ignores SIGXFSZ, so a big write raises OSError EFBIG) and
+  the 128 MiB scratch tmpfs.
 - Warm pool: `workers` runners, each forking one child per job; the runner imports the
   common modules, runs a dummy job in itself and freezes the GC first, so that a fork
   touches few pages (a page fault costs about 10 us on these VMs). Worker start-up
@@ -50,10 +53,14 @@ How each promise is kept (measured on Debian 12, bwrap 0.8, Linux 6.x, running a
   not kill, or more than 5,000 files, is replaced after the verdict (not a retry).
   Sandbox.stats counts jobs, retries, infra_errors, worker_restarts and launches.
 - Statuses: a module that fails to import (SyntaxError, an exception, no such function)
-  gives "fail" for every case, detail "import failed: <type>: <message>"; one that exits
-  while being imported gives "crash" ("exit_at_import"). A child that dies mid-case
+  gives "fail" for every case, detail "import failed: <type>: <message>" (SystemExit
+  too); one that ends the process while being imported (os._exit) gives "crash"; both
+  are flagged "exit_at_import". A child that dies mid-case
   (signal, os._exit) gives "crash" for that case; a timeout gives "timeout". The cases
   after it are not run and get the same status, detail "not run: ...".
+- Flags: "exit_at_import", "bad_result_stream", "output_cut", "left_processes" (a
+  process of the job outlived its child), "dropped:NAME" (conftest.py, sitecustomize.py,
+  pytest.ini, *.pth and the like, in Job.files or in the scratch dir after the job).
 - kind "none" (for --allow-unsandboxed only; never chosen silently): the same runner and
   rlimits in a plain subprocess with its own process group per job; no namespaces, no
   uid drop, so as root a fork bomb is not contained and a job can read the host.

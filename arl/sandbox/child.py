@@ -62,6 +62,12 @@ def child_main(req, cfg, scratch, out_w, res_w, devnull):
         resource.setrlimit(resource.RLIMIT_NPROC, (lim["processes"],) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+        try:  # in a machine-wide shortage of memory the kernel kills job processes first
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            os.write(fd, b"1000")
+            os.close(fd)
+        except OSError:
+            pass
         if cfg["uid"] >= 0:
             os.setgroups([])
             os.setgid(cfg["uid"])
