@@ -32,8 +32,10 @@ How each promise is kept (measured on Debian 12, bwrap 0.8, Linux 6.x, running a
   another worker. The pids and memory cgroups (v1) are writable on this machine but are
   not used, so the same code works where cgroupfs is read-only (CI containers); the
   price: the processes of one job together may use processes x memory_mb.
-  Without root, bwrap makes a user namespace and the job keeps the runner's uid (weaker:
-  it could kill its runner, which shows as an infrastructure error; not tested here).
+  Without root, bwrap makes a user namespace and the job keeps the runner's uid. That is
+  weaker: a job could kill its runner (an infrastructure error), and RLIMIT_NPROC counts
+  every process of the user, so a fork bomb can stop a sibling job from forking (run by
+  hand as nobody with the system Python; the tests run as root).
 - Time: RLIMIT_CPU per process; the wall clock of the whole job is the runner's, and
   then kill(-1, SIGKILL) inside the PID namespace (every process but bwrap and the
   runner), repeated until /proc is empty; the host also cuts a worker that does not
