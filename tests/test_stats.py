@@ -291,3 +291,16 @@ def test_seed_effect_by_hand():
     assert one.se == 0.0 and one.lo == one.hi == 0.4
     with pytest.raises(ArlError):
         seed_effect([0.1, float("nan")])
+
+
+def test_seed_se_by_hand_over_a_list_and_over_an_axis():
+    # std(ddof=1) of 0.1, 0.3, 0.2 is 0.1, so the SE of their mean is 0.1/sqrt(3)
+    assert stats.seed_se([0.1, 0.3, 0.2]) == pytest.approx(0.1 / 3**0.5)
+    assert isinstance(stats.seed_se([0.1, 0.3]), float)
+    # a (seeds, points) array: one SE per point, seeds along axis 0
+    curves = np.array([[0.0, 1.0, 0.5], [0.2, 1.0, 0.1]])
+    np.testing.assert_allclose(stats.seed_se(curves), [0.1, 0.0, 0.2])  # std/sqrt(2) = |a-b|/2
+    # one seed measures no spread: 0, of the trailing shape
+    assert stats.seed_se([0.4]) == 0.0
+    np.testing.assert_array_equal(stats.seed_se(curves[:1]), np.zeros(3))
+    assert stats.seed_effect([0.4]).se == 0.0  # the seed effect uses the same helper

@@ -1,8 +1,9 @@
 """Evaluation statistics (Chapter 17; Appendix B, Problems 21 and 22).
 
-pass@k (unbiased, beside the plug-in estimate), bootstrap intervals over tasks, and the
-paired comparison of two runs on the same tasks. Per-episode result files are JSONL with
-one object per line holding at least `task` (str), `sample` (int) and `passed` (bool).
+pass@k (unbiased, beside the plug-in estimate), bootstrap intervals over tasks, the
+paired comparison of two runs on the same tasks, and the standard error over seeds (seed_se,
+the one every seed mean in the project uses). Per-episode result files are JSONL with one
+object per line holding at least `task` (str), `sample` (int) and `passed` (bool).
 """
 
 from __future__ import annotations
@@ -242,13 +243,29 @@ def paired_comparison(
     )
 
 
+# --------------------------------------------------------------------------- over seeds
+
+
+def seed_se(values: Sequence[float] | np.ndarray) -> float | np.ndarray:
+    """Standard error over seeds of a mean, std(ddof=1) / sqrt(n), with seeds along axis 0.
+
+    A list of per-seed numbers gives a float; a (seeds, ...) array gives an array of the
+    trailing shape (each curve point's SE, say). One seed measures no spread: the SE is 0
+    (a band or interval of zero width); a caller that must say "one seed" checks n itself.
+    """
+    v = np.asarray(values)
+    n = len(v)
+    se = v.std(0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros(v.shape[1:])
+    return float(se) if v.ndim == 1 else se
+
+
 @dataclass(frozen=True)
 class SeedEffect:
     """An effect measured once per seed (arms paired by seed), summarized over seeds."""
 
     n: int  # seeds
     mean: float  # mean of the per-seed effects
-    se: float  # standard error of that mean, std(ddof=1)/sqrt(n); 0 with one seed
+    se: float  # standard error of that mean (seed_se: 0 with one seed)
     lo: float  # mean - z * se
     hi: float  # mean + z * se
     z: float  # the interval's half-width in standard errors
@@ -269,7 +286,7 @@ def seed_effect(effects: Sequence[float], threshold: float = 0.0, z: float = 2.0
     if d.ndim != 1 or d.size == 0 or not np.isfinite(d).all():
         raise ArlError("seed effect: need a non-empty list of finite per-seed effects")
     n, mean = d.size, float(d.mean())
-    se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+    se = seed_se(d)
     k = int(np.sum(d > threshold))
     return SeedEffect(n, mean, se, mean - z * se, mean + z * se, z, k, threshold)
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from arl.eval.stats import seed_se
+
 
 def _mean_curve(results: list[dict], get) -> tuple[list[float], dict, dict]:
     """Mean and standard error over seeds of each key of a curve, point by point.
@@ -20,9 +22,7 @@ def _mean_curve(results: list[dict], get) -> tuple[list[float], dict, dict]:
     keys = [k for k in curves[0][0] if k != "step"]
     vals = {k: np.array([[c[i][k] for i in range(n)] for c in curves], dtype=float) for k in keys}
     mean = {k: v.mean(0) for k, v in vals.items()}
-    sem = {k: (v.std(0, ddof=1) / np.sqrt(len(curves)) if len(curves) > 1 else 0 * v[0])
-           for k, v in vals.items()}  # fmt: skip
-    return steps, mean, sem
+    return steps, mean, {k: seed_se(v) for k, v in vals.items()}
 
 
 def _line(ax, x, mean, sem, fmt: str, label: str, **kw) -> None:

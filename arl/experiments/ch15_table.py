@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from arl.eval.stats import seed_se
 from arl.experiments.ch15_book import BOOK_WEAK_ENTROPY, CLAIMS
 
 Z = 2.0  # margins are Z standard errors
@@ -359,7 +360,7 @@ def aggregate(per_seed: list[list[Row]]) -> list[dict]:
         first, n = same[0], len(same)
         vals = {k: np.array([r.measured[k] for r in same], dtype=float) for k in first.measured}
         mean = {k: float(v.mean()) for k, v in vals.items()}
-        sem = {k: float(v.std(ddof=1) / math.sqrt(n)) if n > 1 else None for k, v in vals.items()}
+        sem = {k: seed_se(v) if n > 1 else None for k, v in vals.items()}  # one seed: no spread
         k = sum(r.reproduced for r in same)
         table.append({
             "key": first.key,

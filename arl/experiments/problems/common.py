@@ -12,6 +12,7 @@ import numpy as np
 
 from arl.checks import check
 from arl.errors import ArlError
+from arl.eval.stats import seed_effect, seed_se
 from arl.experiments.bases import BaseConfig, cold_start, weak_base
 from arl.gym.tasks import tasks_for
 from arl.model import TinyAgent
@@ -65,8 +66,6 @@ Z = 2.0  # the interval's half-width, in standard errors over seeds
 def judge(claim: Claim, per_seed: Sequence[dict]) -> dict:
     """The verdict over seeds: the effect's mean, SE and interval, k of N seeds on the claimed
     side, whether each seed's identity held, and `shown`."""
-    from arl.eval.stats import seed_effect
-
     effects = [float(r["effect"]) for r in per_seed]
     e = seed_effect(effects, claim.threshold, Z)
     side = [x < claim.threshold if claim.below else x > claim.threshold for x in effects]
@@ -216,7 +215,7 @@ def plot_arms(
                 continue
             steps = sorted(by_step)
             m = np.array([np.mean(by_step[t]) for t in steps])
-            se = np.array([_se(by_step[t]) for t in steps])
+            se = np.array([seed_se(by_step[t]) for t in steps])
             style = ("-", "--", "-.", ":")[i % 4]
             ax.plot(steps, m, style, color=f"C{i}", lw=1.6, label=arm)
             ax.fill_between(steps, m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
@@ -231,9 +230,7 @@ def plot_arms(
     save_figure(path, fig, f"{title} ({band})", bottom=0.1)
 
 
-def sem(v: np.ndarray) -> np.ndarray:
-    """Standard error over seeds (axis 0) of a (seeds, ...) array; zeros with one seed."""
-    return v.std(0, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.zeros(v.shape[1:])
+sem = seed_se  # the problems' figures: error bars over seeds (axis 0), zeros with one seed
 
 
 def seeds_label(per_seed: Sequence[dict], pooled: bool = False) -> str:
@@ -242,10 +239,6 @@ def seeds_label(per_seed: Sequence[dict], pooled: bool = False) -> str:
     if n == 1:
         return f"seed {per_seed[0]['seed']}"
     return f"{n} seeds pooled" if pooled else f"{n} seeds, mean +- SE"
-
-
-def _se(xs: Sequence[float]) -> float:
-    return float(np.std(xs, ddof=1) / math.sqrt(len(xs))) if len(xs) > 1 else 0.0
 
 
 def save_png(fig, path: Path, dpi: int) -> None:
