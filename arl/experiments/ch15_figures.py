@@ -115,10 +115,8 @@ def _fig_public_filter(plt, results: list[dict]):
     ax2 = ax.twinx()
     for key, color, label in (("train_public", "k", "public-test pass (the filter)"),
                               ("train", "tab:blue", "hidden-test pass")):  # fmt: skip
-        ys = np.mean([[r[key] for r in R["public_rft"]["rounds"]] for R in results], 0)
-        err = np.std([[r[key] for r in R["public_rft"]["rounds"]] for R in results], 0) / np.sqrt(
-            len(results)
-        )
+        per_seed = [[r[key] for r in R["public_rft"]["rounds"]] for R in results]
+        ys, err = np.mean(per_seed, 0), seed_se(per_seed)
         ax2.errorbar(x, ys, yerr=err, fmt="o-", color=color, capsize=3, label=f"policy: {label}")
     ax.set_xticks(x)
     ax2.set(ylim=(0, 1.05), ylabel="pass rate after the round")
