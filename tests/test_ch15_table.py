@@ -5,7 +5,8 @@ import copy
 
 import pytest
 
-from arl.experiments.ch15_table import above, aggregate, converged_step, markdown, rows, se
+from arl.experiments.ch15_summary import aggregate, cost_table, markdown
+from arl.experiments.ch15_table import above, converged_step, rows, se
 
 
 def book_result() -> dict:
@@ -194,3 +195,16 @@ def test_the_mixed_groups_margin_counts_groups_not_tasks():
     R["groups"]["groups"] = 100
     assert verdict()
     assert "over 100 held-out groups" in next(r.rule for r in rows(R) if r.key == "mixed_groups")
+
+
+def test_one_seed_has_no_spread_and_the_tables_are_markdown():
+    table = aggregate([rows(book_result())])
+    assert all(row["seeds"] == 1 and set(row["se"].values()) == {None} for row in table)
+    lines = markdown(table).splitlines()
+    assert lines[1] == "| --- | --- | --- | --- | --- |" and lines[2].startswith("| action share")
+    assert lines[2].endswith("| yes (1/1) | " + table[0]["rule"] + " |")
+    cost = {"rft": {"demonstrations": 0, "sampled_episodes": 320, "verifier_calls": 320}}
+    assert cost_table(cost) == (
+        "| recipe | demonstrations | sampled episodes | verifier calls |\n"
+        "| --- | --- | --- | --- |\n| rft | 0 | 320 | 320 |\n"
+    )

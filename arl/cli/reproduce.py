@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from arl.cli.args import add_ray_flag, int_in, positive_int, seed_int
-from arl.experiments import ch15_table
 
 # the keys of arl.experiments.problems.PROBLEMS (a test checks), here so --help stays fast
 PROBLEM_NUMBERS = (1, 2, 3, 4, 7, 8, 9, 12, 13, 16, 17, 26, 28)
@@ -44,6 +43,8 @@ def print_ch15(payload: dict, out) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from arl.experiments.ch15_summary import COSTS, with_se
+
     table, runs, seeds = payload["table"], payload["runs"], payload["seeds"]
     title = f"Chapter 15 reproduced (seeds {seeds[0]}..{seeds[-1]})"
     if payload["quick"]:
@@ -53,22 +54,22 @@ def print_ch15(payload: dict, out) -> None:
         view.add_column(col, overflow="fold")
     for row in table:
         ok = "[green]yes[/]" if row["reproduced"] else "[red]no[/]"
-        view.add_row(row["quantity"], row["book"], ch15_table.with_se(row),
-                     f"{ok} ({row['seeds_holding']}/{row['seeds']})")  # fmt: skip
+        k, n = row["seeds_holding"], row["seeds"]
+        view.add_row(row["quantity"], row["book"], with_se(row), f"{ok} ({k}/{n})")
     console = Console()
     console.print(view)
     costs = Table(title="What each recipe consumed (evaluation episodes not counted)")
-    for col in ("recipe", "demonstrations", "sampled episodes", "verifier calls"):
-        costs.add_column(col, justify="left" if col == "recipe" else "right")
+    costs.add_column("recipe", justify="left")
+    for col in COSTS:
+        costs.add_column(col.replace("_", " "), justify="right")
     for recipe, c in runs[0]["recipes"]["cost"].items():
-        costs.add_row(recipe, *(str(c[k]) for k in ("demonstrations", "sampled_episodes",
-                                                     "verifier_calls")))  # fmt: skip
+        costs.add_row(recipe, *(str(c[k]) for k in COSTS))
     console.print(costs)
     times = sorted(round(sum(R["timings_s"].values())) for R in runs)
     span = f"{times[0]}" if times[0] == times[-1] else f"{times[0]}-{times[-1]}"
     console.print(f"time per seed: {span} s of compute")
-    console.print(f"wrote {out / 'results.json'}, {out / 'table.md'}, "
-                  f"{', '.join(payload['figures'])} and checkpoints/")  # fmt: skip
+    figures = ", ".join(payload["figures"])
+    console.print(f"wrote {out / 'results.json'}, {out / 'table.md'}, {figures} and checkpoints/")
 
 
 def add_seed_flags(p: argparse.ArgumentParser, seeds: int, what: str) -> None:

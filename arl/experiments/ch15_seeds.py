@@ -1,5 +1,6 @@
 """Chapter 15 over many seeds: seeds in parallel processes, a resume after a kill, and the
-files (results.json, table.md from ch15_table's rules, figures from ch15_figures).
+files (results.json, table.md from ch15_table's rules and ch15_summary, figures from
+ch15_figures).
 
 A finished seed is saved to results.partial.json at once, so a killed run loses only the
 seeds in flight; a folder holding another run's results is refused, never mixed in.
@@ -15,7 +16,8 @@ from pathlib import Path
 from arl.errors import ArlError
 from arl.experiments.ch15 import Ch15Config, run_seed
 from arl.experiments.ch15_figures import draw_figures
-from arl.experiments.ch15_table import aggregate, cost_table, markdown, rows
+from arl.experiments.ch15_summary import aggregate, cost_table, markdown
+from arl.experiments.ch15_table import rows
 from arl.parallel import Where, run_many
 from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, plain
 

@@ -1,5 +1,6 @@
-"""Chapter 15's table: each claim of the book as a rule over one seed's results, and the
-aggregate over seeds (mean +- standard error, k of N seeds).
+"""Chapter 15's table: each claim of the book as a rule over one seed's results (`rows`);
+ch15_summary aggregates the rows over seeds (mean +- standard error, k of N seeds) and
+renders table.md.
 
 A rule compares arms with a margin of two standard errors of the evaluations behind it
 (`se`, `se_diff`), so a noisy ordering such as 0.41 against 0.38 is not a "yes". Every
@@ -15,12 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from arl.eval.stats import seed_se
 from arl.experiments.ch15_book import BOOK_WEAK_ENTROPY, CLAIMS
 
 Z = 2.0  # margins are Z standard errors
 SE = f"{Z:g} SE"  # how a rule's text names that margin
-REPRODUCED_SHARE = 0.8  # a row reproduces when its rule holds on at least this share of seeds
 GUESSING = 0.3  # the top of the guessing level (blind play passes about 0.15-0.2)
 
 # the rules' thresholds, in the order of the table
@@ -351,62 +350,3 @@ def _problem_rows(R: dict, e: Ends) -> list[Row]:
 def _without_init(family: dict[str, float]) -> float:
     """Mean pass rate over the families that need no copying (all but init)."""
     return float(np.mean([v for f, v in family.items() if f != "init"]))
-
-
-def aggregate(per_seed: list[list[Row]]) -> list[dict]:
-    """One row per claim: each number's mean and standard error over seeds, and k of N."""
-    table = []
-    for same in zip(*per_seed, strict=True):
-        first, n = same[0], len(same)
-        vals = {k: np.array([r.measured[k] for r in same], dtype=float) for k in first.measured}
-        mean = {k: float(v.mean()) for k, v in vals.items()}
-        sem = {k: seed_se(v) if n > 1 else None for k, v in vals.items()}  # one seed: no spread
-        k = sum(r.reproduced for r in same)
-        table.append({
-            "key": first.key,
-            "quantity": first.quantity,
-            "book": first.book,
-            "measured": first.fmt.format(**mean),
-            "mean": mean,
-            "se": sem,
-            "per_seed": {key: v.tolist() for key, v in vals.items()},
-            "seeds_holding": k,
-            "seeds": n,
-            "reproduced": k >= math.ceil(REPRODUCED_SHARE * n),
-            "rule": first.rule,
-        })  # fmt: skip
-    return table
-
-
-def with_se(row: dict) -> str:
-    """The measured cell: means, then every number's mean +- SE when there are several seeds."""
-    if row["seeds"] < 2:
-        return row["measured"]
-    spread = ", ".join(f"{k} {row['mean'][k]:.2f} +- {row['se'][k]:.2f}" for k in row["mean"])
-    return f"{row['measured']} [{spread}]"
-
-
-def markdown(table: list[dict], quick: bool = False) -> str:
-    """The table as Markdown; quick runs say that their verdicts mean nothing."""
-    lines = []
-    if quick:
-        lines += ["**Quick settings: far too few steps and samples to reproduce anything; the "
-                  "verdicts below only show that every section runs.**", ""]  # fmt: skip
-    lines += ["| quantity | book | measured (mean [mean +- SE over seeds]) | reproduced "
-              "(seeds) | rule |", "| --- | --- | --- | --- | --- |"]  # fmt: skip
-    for row in table:
-        k, n = row["seeds_holding"], row["seeds"]
-        verdict = ("yes" if row["reproduced"] else "no") + f" ({k}/{n})"
-        lines.append(f"| {row['quantity']} | {row['book']} | {with_se(row)} | {verdict} | "
-                     f"{row['rule']} |")  # fmt: skip
-    return "\n".join(lines) + "\n"
-
-
-def cost_table(cost: dict) -> str:
-    """What each recipe consumed (Section 15.5), as Markdown; evaluation episodes not counted."""
-    lines = ["| recipe | demonstrations | sampled episodes | verifier calls |",
-             "| --- | --- | --- | --- |"]  # fmt: skip
-    for recipe, c in cost.items():
-        lines.append(f"| {recipe} | {c['demonstrations']} | {c['sampled_episodes']} | "
-                     f"{c['verifier_calls']} |")  # fmt: skip
-    return "\n".join(lines) + "\n"
