@@ -146,6 +146,18 @@ def test_all_writes_one_summary_row_per_problem(every_problem, capsys):
     assert err.count("read back") == len(problems.PROBLEMS)
 
 
+def test_one_problem_prints_its_claim_its_verdict_and_each_seed(every_problem, capsys):
+    from arl.cli.reproduce import print_problem
+
+    out = every_problem / "problem-1"
+    results = json.loads((out / "results.json").read_text())
+    print_problem(results, out)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"Problem 1 (quick): {results['claim']['book']}"
+    assert lines[1] == f"  {results['conclusion']}" and lines[2].startswith("  seed 0: ")
+    assert lines[-1].endswith(f"{out / 'problem-1.png'}]")
+
+
 def test_problem_1_weights(every_problem):
     r = seed0(every_problem, 1)
     s = r["seq_mean_token_mean"]

@@ -1,8 +1,13 @@
-"""`arl reproduce ch15` and `arl reproduce problem N`: the book's experiments, measured."""
+"""`arl reproduce ch15` and `arl reproduce problem N`: the book's experiments, measured.
+
+The experiments compute and write files; here the flags become their arguments and their
+results become the tables printed.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from arl.cli.args import add_ray_flag, int_in, positive_int, seed_int
 
@@ -10,30 +15,37 @@ from arl.cli.args import add_ray_flag, int_in, positive_int, seed_int
 PROBLEM_NUMBERS = (1, 2, 3, 4, 7, 8, 9, 12, 13, 16, 17, 26, 28)
 
 
+def log(line: str) -> None:
+    """A progress line, to stderr at once."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def seeds_of(args: argparse.Namespace) -> list[int]:
+    """--seed and --seeds as the list of seeds."""
+    return [args.seed + i for i in range(args.seeds)]
+
+
 def cmd_ch15(args: argparse.Namespace) -> int:
     """Run the seeds (or recompute the table of a finished run), then print the results."""
     import os
-    import sys
     from pathlib import Path
 
     from arl.experiments import ch15, ch15_seeds
 
     cfg = ch15.Ch15Config()
     cfg = cfg.quick() if args.quick else cfg
-    seeds = [args.seed + i for i in range(args.seeds)]
+    seeds = seeds_of(args)
     workers = args.workers or min(max(len(seeds), 2), os.cpu_count() or 1)
-    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     if args.retable:
         payload = ch15_seeds.retable(Path(args.out))
     else:
         plural = "es" if workers > 1 else ""
         where = f"Ray tasks ({args.ray})" if args.ray else f"{workers} process{plural}"
         which = f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
-        log(f"arl reproduce ch15: {which} in {where}"
-            f"{' (quick settings)' if args.quick else ''}; progress lines follow")  # fmt: skip
-        payload = ch15_seeds.run_seeds(cfg, seeds, Path(args.out), quick=args.quick,
-                                       workers=workers, ray=args.ray, overwrite=args.overwrite,
-                                       log=log)  # fmt: skip
+        quick = " (quick settings)" if args.quick else ""
+        log(f"arl reproduce ch15: {which} in {where}{quick}; progress lines follow")
+        flags = dict(quick=args.quick, workers=workers, ray=args.ray, overwrite=args.overwrite)
+        payload = ch15_seeds.run_seeds(cfg, seeds, Path(args.out), **flags, log=log)
     print_ch15(payload, Path(args.out))
     return 0
 
@@ -99,9 +111,57 @@ def problem_number(text: str) -> str:
 
 
 def cmd_problem(args: argparse.Namespace) -> int:
-    from arl.experiments import problems
+    """Run one problem, or every one (`all`), over the seeds; then print the verdicts."""
+    import os
+    from pathlib import Path
 
-    return problems.main(args)
+    from arl.experiments import problems
+    from arl.experiments.problems.common import set_threads
+    from arl.parallel import Where
+
+    set_threads()
+    seeds = seeds_of(args)
+    where = Where(workers=args.workers or min(len(seeds), os.cpu_count() or 1), ray=args.ray)
+    if args.number == "all":
+        out = Path(args.out or "runs/problems")
+        print_problems(problems.run_all(seeds, args.quick, out, args.overwrite, where, log), out)
+        return 0
+    number = int(args.number)
+    out = Path(args.out or f"runs/problem-{number}")
+    results = problems.run(number, seeds, args.quick, out, args.overwrite, where, log)
+    print_problem(results, out)
+    return 0
+
+
+def print_problem(results: dict, out) -> None:
+    """One problem: the book's claim, the verdict over seeds, each seed's line, the files."""
+    n = results["problem"]
+    print(f"Problem {n}{' (quick)' if results['quick'] else ''}: {results['claim']['book']}")
+    print(f"  {results['conclusion']}")
+    for r in results["per_seed"]:
+        print(f"  seed {r['seed']}: {r['detail']}")
+    files = f"{out / 'results.json'}, {out / f'problem-{n}.png'}"
+    print(f"[{results['seconds']} s of compute; {files}]")
+
+
+def print_problems(payload: dict, out) -> None:
+    """Every problem: one row each (claim, effect, interval, seeds, shown or its cause)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    q = " -- QUICK settings: verdicts are not results" if payload["quick"] else ""
+    shown = f"{payload['shown']} of {payload['problems']} show their mechanism"
+    title = f"Appendix B problems: {shown} (seeds {payload['seeds']}){q}"
+    table = Table(title=title, show_lines=True)
+    for col in ("problem", "book's claim", "effect", "mean +- SE [interval]", "seeds", "shown"):
+        table.add_column(col, overflow="fold")
+    for r in payload["rows"]:
+        verdict = "[green]yes[/]" if r["shown"] else f"[red]no[/]: {r['cause']}"
+        cells = (r["claim"], r["effect"], r["measured"], r["seeds"], verdict)
+        table.add_row(str(r["problem"]), *cells)
+    console = Console()
+    console.print(table)
+    console.print(f"wrote {out / 'summary.json'}, {out / 'summary.md'} and problem-N/ folders")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

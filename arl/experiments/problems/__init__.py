@@ -4,6 +4,7 @@ Each problem measures its mechanism on one seed (`Problem.measure`: its arms sha
 the starting policy and the evaluation tasks), and states one effect per seed; the claim is
 judged over seeds (mean +- 2 SE of the paired effect, k of N seeds) and written to
 results.json under `shown`, beside every seed's numbers and a figure drawn over the seeds.
+This package computes and writes files; the command (arl/cli/reproduce.py) parses and prints.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from arl.experiments.problems.common import (
     cause_of,
     judge,
     num,
-    set_threads,
     verdict_line,
 )
 from arl.parallel import Where, run_many
@@ -210,50 +210,3 @@ def run_all(
     atomic_write_json(out / "summary.json", plain(payload))
     atomic_write_text(out / "summary.md", markdown(rows, quick))
     return payload
-
-
-def main(args) -> int:
-    """CLI entry: args has .number ("all" or an int), .quick, .seed, .seeds, .workers, .ray,
-    .out, .overwrite."""
-    import os
-    import sys
-
-    set_threads()
-    seeds = [args.seed + i for i in range(args.seeds)]
-    workers = args.workers or min(len(seeds), os.cpu_count() or 1)
-    where = Where(workers=workers, ray=args.ray)
-    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    q = " (quick)" if args.quick else ""
-    if args.number == "all":
-        out = Path(args.out or "runs/problems")
-        payload = run_all(seeds, args.quick, out, args.overwrite, where, log)
-        _print_summary(payload, out)
-        return 0
-    number = int(args.number)
-    get(number)  # an unknown number is refused before anything runs
-    out = Path(args.out or f"runs/problem-{number}")
-    results = run(number, seeds, args.quick, out, args.overwrite, where, log)
-    print(f"Problem {number}{q}: {results['claim']['book']}")
-    print(f"  {results['conclusion']}")
-    for r in results["per_seed"]:
-        print(f"  seed {r['seed']}: {r['detail']}")
-    print(f"[{results['seconds']} s of compute; {out / 'results.json'}, "
-          f"{out / f'problem-{number}.png'}]")  # fmt: skip
-    return 0
-
-
-def _print_summary(payload: dict, out: Path) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    q = " -- QUICK settings: verdicts are not results" if payload["quick"] else ""
-    table = Table(title=f"Appendix B problems: {payload['shown']} of {payload['problems']} show "
-                  f"their mechanism (seeds {payload['seeds']}){q}", show_lines=True)  # fmt: skip
-    for col in ("problem", "book's claim", "effect", "mean +- SE [interval]", "seeds", "shown"):
-        table.add_column(col, overflow="fold")
-    for r in payload["rows"]:
-        shown = "[green]yes[/]" if r["shown"] else f"[red]no[/]: {r['cause']}"
-        table.add_row(str(r["problem"]), r["claim"], r["effect"], r["measured"], r["seeds"], shown)
-    console = Console()
-    console.print(table)
-    console.print(f"wrote {out / 'summary.json'}, {out / 'summary.md'} and problem-N/ folders")
