@@ -1,8 +1,13 @@
 """Run one function over many arguments (seeds, `--set` values): in this process, in local
-processes, or as Ray tasks; results come back as each finishes.
+processes, or as Ray tasks; results come back as each finishes. Or run one function beside
+this process (`beside`: a second core for one long job) while this one goes on.
 
     for arg, result in run_many(run_seed, [(cfg, s) for s in seeds], where=Where(workers=2)):
         save(arg, result)          # stream into the table, resume file, progress line
+
+    with beside(section_dpo, cfg, weights) as dpo:
+        others = run_the_other_sections()
+        results = dpo.get()        # waits; an error in the block kills the second process
 
 Every argument is independent and deterministic (its own seed), so the same arguments give
 the same results wherever they run. A task that fails (an exception, or a worker process
@@ -14,13 +19,19 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass
+from multiprocessing.pool import AsyncResult
 from typing import Any
 
 from arl.errors import ArlError, require
+
+# local processes start as fresh interpreters: nothing forked from a parent holding torch state
+SPAWN = multiprocessing.get_context("spawn")
 
 
 @dataclass(frozen=True)
@@ -66,12 +77,11 @@ def _with_threads(threads: int, fn, *a):
 
 
 def _in_processes(fn, args, where: Where):
-    ctx = multiprocessing.get_context("spawn")
     tries = {i: 0 for i in range(len(args))}
     todo = list(range(len(args)))
     while todo:
         try:
-            with ProcessPoolExecutor(min(where.workers, len(todo)), mp_context=ctx) as pool:
+            with ProcessPoolExecutor(min(where.workers, len(todo)), mp_context=SPAWN) as pool:
                 running = {pool.submit(_with_threads, where.threads, fn, *args[i]): i for i in todo}
                 while running:
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -93,6 +103,26 @@ def _in_processes(fn, args, where: Where):
                 tries[i] += 1
                 if tries[i] > where.retries:
                     raise ArlError(f"a worker process died {tries[i]} times; giving up") from None
+
+
+def _ignore_ctrl_c() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def beside(fn: Callable[..., Any], *args: Any, threads: int = 1) -> Iterator[AsyncResult]:
+    """Start fn(*args) in a second process (torch limited to `threads`) and yield its pending
+    result, whose .get() waits for fn's value or raises its error; this process goes on.
+
+    Ctrl-C reaches this process alone (the second ignores it; the caller turns it into a
+    one-line stop), and leaving the block ends the second process, finished or not: an error
+    or a stop here leaves no orphan computing. Get the result inside the block.
+    """
+    pool = SPAWN.Pool(1, _ignore_ctrl_c)
+    try:
+        yield pool.apply_async(_with_threads, (threads, fn, *args))
+    finally:
+        pool.terminate()
 
 
 def init_ray(address: str | None, num_cpus: int | None = None):

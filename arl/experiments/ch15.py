@@ -3,10 +3,10 @@
 `run(config)` measures every number of the book's Chapter 15 table on the BugFix gym
 and TinyAgent for one seed; ch15_seeds runs seeds in parallel processes, resumes
 finished ones, and writes results.json, table.md (ch15_table: each claim as a rule
-with 2-SE margins, k of N seeds) and the figures (ch15_figures). Each section is one
-small function; all of them start from the same weak base. Nothing here is tuned to
-the book's numbers: the rules check the mechanism (an ordering, a plateau, a
-collapse), never a value.
+with 2-SE margins; ch15_summary: k of N seeds) and the figures (ch15_figures). Each
+section is one small function; all of them start from the same weak base. Nothing here
+is tuned to the book's numbers: the rules check the mechanism (an ordering, a plateau,
+a collapse), never a value.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from __future__ import annotations
 import copy
 import io
 import math
-import multiprocessing
 import random
-import signal
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from arl.gym.families import FAMILIES
 from arl.gym.tasks import all_tasks, tasks_for
 from arl.losses import masked_mean, sft_loss, token_logprobs
 from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
+from arl.parallel import beside
 from arl.progress import Progress, report, reporting
 from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 from arl.train.pg import train_pg
@@ -286,6 +286,17 @@ def mixed_group_fraction(model: TinyAgent, group: int, groups: int, seed: int) -
     }
 
 
+def section_groups(cfg: Ch15Config, cold: TinyAgent, final: TinyAgent) -> dict:
+    """Mixed-outcome groups on held-out tasks at the cold-start step and after oracle SFT."""
+    probe = (cfg.group_probe, cfg.group_probe_groups, cfg.base.seed + 61)
+    return {
+        "tasks": len(tasks_for("heldout")),
+        "groups": len(tasks_for("heldout")) * cfg.group_probe_groups,
+        "step_cold": mixed_group_fraction(cold, *probe),
+        "step_final": mixed_group_fraction(final, *probe),
+    }
+
+
 def section_template(cfg: Ch15Config, final_sft: TinyAgent) -> dict:
     """Demonstrations rendered without <obs> </obs>: train on them, act in the real format."""
     stripped = oracle_sft_data(wrap_obs=False)  # the oracle-SFT data, only the template differs
@@ -315,10 +326,9 @@ SECTIONS = ("tokens", "sft", "rft", "public_rft", "dpo", "recipes", "groups", "t
 
 
 def _dpo_apart(cfg: Ch15Config, shape: dict, weights: bytes, since: float) -> tuple[dict, float]:
-    """section_dpo in a second process, one torch thread; the weak base comes as its shape
-    and its state dict's bytes, `since` is the seed's start (time.monotonic), so its progress
+    """section_dpo in a second process (parallel.beside); the weak base comes as its shape and
+    its state dict's bytes, `since` is the seed's start (time.monotonic), so its progress
     lines count from there. Returns the section's results and its seconds."""
-    torch.set_num_threads(1)
     weak = TinyAgent(TinyAgentConfig(**shape))
     weak.load_state_dict(torch.load(io.BytesIO(weights), weights_only=True))
     t0 = time.perf_counter()
@@ -326,6 +336,13 @@ def _dpo_apart(cfg: Ch15Config, shape: dict, weights: bytes, since: float) -> tu
     with reporting(lambda text: bar.event(f"dpo: {text}")):
         out = section_dpo(cfg, weak)
     return out, round(time.perf_counter() - t0, 1)
+
+
+def _dpo_beside(cfg: Ch15Config, weak: TinyAgent, since: float):
+    """DPO started in a second process (see parallel.beside), as a context manager."""
+    weights = io.BytesIO()
+    torch.save(weak.state_dict(), weights)
+    return beside(_dpo_apart, cfg, asdict(weak.config), weights.getvalue(), since)
 
 
 def run(
@@ -350,35 +367,18 @@ def run(
     R["tokens"] = timed("tokens", lambda: section_tokens(cfg))
     sft, weak, cold, final = timed("sft", lambda: section_sft(cfg))
     R["sft"] = sft
-    # apart: DPO in a spawned process, killed with the run if anything here fails or stops it
-    # (it ignores Ctrl-C, which this process turns into a one-line stop)
-    spawn = multiprocessing.get_context("spawn")
-    pool = spawn.Pool(1, signal.signal, (signal.SIGINT, signal.SIG_IGN)) if apart else None
-    try:
-        if pool is not None:
-            progress("dpo, in a second process")
-            weights = io.BytesIO()
-            torch.save(weak.state_dict(), weights)
-            job = (cfg, asdict(weak.config), weights.getvalue(), since)
-            dpo = pool.apply_async(_dpo_apart, job)
+    if apart:
+        progress("dpo, in a second process")
+    with _dpo_beside(cfg, weak, since) if apart else nullcontext() as dpo:
         R["rft"] = timed("rft", lambda: section_rft(cfg, weak))
         R["public_rft"] = timed("public_rft", lambda: section_public_rft(cfg, weak))
-        R["dpo"] = None if pool else timed("dpo", lambda: section_dpo(cfg, weak))
+        R["dpo"] = None if apart else timed("dpo", lambda: section_dpo(cfg, weak))
         R["timings_s"]["dpo"] = R["timings_s"].get("dpo")  # keys in the same order either way
         R["recipes"] = timed("recipes", lambda: section_recipes(cfg, weak, cold, sft, R["rft"]))
-        probe = (cfg.group_probe, cfg.group_probe_groups, cfg.base.seed + 61)
-        R["groups"] = timed("groups", lambda: {
-            "tasks": len(tasks_for("heldout")),
-            "groups": len(tasks_for("heldout")) * cfg.group_probe_groups,
-            "step_cold": mixed_group_fraction(cold, *probe),
-            "step_final": mixed_group_fraction(final, *probe),
-        })  # fmt: skip
+        R["groups"] = timed("groups", lambda: section_groups(cfg, cold, final))
         R["template"] = timed("template", lambda: section_template(cfg, final))
-        if pool is not None:
+        if apart:
             R["dpo"], R["timings_s"]["dpo"] = dpo.get()
-    finally:
-        if pool is not None:
-            pool.terminate()
     R["_models"] = {"weak_base": weak, "sft_cold": cold, "sft_final": final}
     return R
 
