@@ -12,6 +12,7 @@ from arl.experiments import ch15, ch15_seeds
 from arl.gym.families import ACCUMULATORS
 from arl.gym.tasks import tasks_for
 from arl.text import default_vocab
+from arl.train.pg_config import minimal_reinforce
 from tests.test_ch15_table import BREAKS
 
 KEYS = set(BREAKS)
@@ -80,6 +81,36 @@ def test_reproduce_ch15_quick_end_to_end(tmp_path, monkeypatch, capsys):
     (out / "table.md").unlink()
     assert main(["reproduce", "ch15", "--retable", "--out", str(out)]) == 0
     assert (out / "table.md").read_text() == md
+    # ... also of a run saved before the RL settings were a PGConfig (only the runs are read)
+    old = json.loads((out / "results.json").read_text())
+    old["config"] = {**_flat_rl(old["config"]), "rl_steps_only": 4}
+    ch15_seeds.atomic_write_json(out / "results.json", old)
+    (out / "table.md").unlink()
+    assert main(["reproduce", "ch15", "--retable", "--out", str(out)]) == 0
+    assert (out / "table.md").read_text() == md
+
+
+def _flat_rl(config: dict) -> dict:
+    """A saved config as arl wrote it before Ch15Config held a PGConfig: flat rl_* fields."""
+    config = {k: v for k, v in config.items() if k != "rl"}
+    rl = {"rl_group": 8, "rl_tasks_per_step": 8, "rl_lr": 2e-4, "rl_steps_only": 60}
+    return {**config, **rl}
+
+
+def test_the_rl_arms_are_a_pgconfig_whose_quick_form_is_pgconfigs(tmp_path):
+    cfg = ch15.Ch15Config()
+    assert cfg.rl == minimal_reinforce(lr=2e-4, steps=60)
+    rl = cfg.rl
+    assert (rl.group_size, rl.tasks_per_step, rl.baseline, rl.clip) == (8, 8, "mean", False)
+    quick = cfg.quick()
+    assert quick.rl == cfg.rl.quick() and quick.rl_steps_cold == quick.rl.steps == 4
+    # a partial run saved before then cannot resume: refused in one line that says why
+    saved = ch15_seeds._settings(quick, True)
+    saved = {**saved, "config": _flat_rl(saved["config"]), "runs": []}
+    ch15_seeds.atomic_write_json(tmp_path / "results.partial.json", saved)
+    with pytest.raises(ArlError, match="older arl") as e:
+        ch15_seeds.resume_state(tmp_path, quick, True)
+    assert "\n" not in str(e.value) and "--overwrite" in str(e.value)
 
 
 @pytest.mark.slow

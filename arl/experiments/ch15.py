@@ -41,7 +41,7 @@ from arl.parallel import beside
 from arl.progress import Progress, report, reporting
 from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 from arl.train.pg import train_pg
-from arl.train.pg_config import minimal_reinforce
+from arl.train.pg_config import PGConfig, minimal_reinforce
 from arl.train.rft import RFTConfig, expert_iteration, gradient_identity
 from arl.train.sft import sft_train
 
@@ -59,17 +59,18 @@ class Ch15Config:
     dpo_samples: int = 16  # weak-base episodes per training task to build DPO pairs from
     dpo: DPOConfig = field(default_factory=DPOConfig)
     dpo_eval_every: int = 25
-    rl_group: int = 8  # G episodes per task
-    rl_tasks_per_step: int = 8  # tasks per RL step
-    rl_lr: float = 2e-4
+    # Section 15.5's minimal REINFORCE (G=8 episodes on each of 8 tasks a step), its `steps`
+    # those of RL from the weak base; each arm sets its own seed
+    rl: PGConfig = field(default_factory=lambda: minimal_reinforce(lr=2e-4, steps=60))
     rl_steps_cold: int = 40  # RL steps after the cold-start SFT checkpoint
-    rl_steps_only: int = 60  # RL steps from the weak base
     rl_eval_every: int = 10
     group_probe: int = 8  # G, episodes per group when counting mixed-outcome groups
     group_probe_groups: int = 10  # groups per held-out task (100 groups: SE <= 0.05)
 
     def quick(self) -> Ch15Config:
-        """A reduced run for tests: same sections, far fewer steps and samples."""
+        """A reduced run for tests: same sections, far fewer steps and samples (RL: the one
+        --quick preset, PGConfig.quick, for both arms)."""
+        rl = self.rl.quick()
         return replace(
             self,
             base=self.base.quick(),
@@ -81,10 +82,8 @@ class Ch15Config:
             dpo_samples=4,
             dpo=replace(self.dpo, steps=10),
             dpo_eval_every=5,
-            rl_tasks_per_step=4,
-            rl_group=4,
-            rl_steps_cold=4,
-            rl_steps_only=4,
+            rl=rl,
+            rl_steps_cold=rl.steps,
             rl_eval_every=2,
             group_probe=4,
             group_probe_groups=1,
@@ -220,9 +219,7 @@ def reinforce(
 ) -> list[dict]:
     """Section 15.5's minimal REINFORCE (G episodes on each of n tasks, r - mean(group)),
     run by the full trainer with every other knob off; returns the hook's records."""
-    config = minimal_reinforce(
-        lr=cfg.rl_lr, group_size=cfg.rl_group, tasks_per_step=cfg.rl_tasks_per_step, seed=seed
-    )
+    config = replace(cfg.rl, seed=seed)
     history = train_pg(model, config, tasks_for("train"), steps, hook, cfg.rl_eval_every)
     return [{"rl_step": r["step"], **r} for r in history if "train" in r]
 
@@ -231,10 +228,12 @@ def section_recipes(cfg: Ch15Config, weak: TinyAgent, cold: TinyAgent, sft: dict
     """The four recipes on a shared x-axis of gradient steps, and what each one consumed."""
     start = sft["cold_start"]["step"]
 
-    sft_then_rl = reinforce(copy.deepcopy(cold), cfg, cfg.rl_steps_cold, cfg.base.seed + 1,
-                            evaluator(cfg, 1000))  # fmt: skip
-    rl_only = reinforce(copy.deepcopy(weak), cfg, cfg.rl_steps_only, cfg.base.seed + 2,
-                        evaluator(cfg, 2000))  # fmt: skip
+    sft_then_rl = reinforce(
+        copy.deepcopy(cold), cfg, cfg.rl_steps_cold, cfg.base.seed + 1, evaluator(cfg, 1000)
+    )
+    rl_only = reinforce(
+        copy.deepcopy(weak), cfg, cfg.rl.steps, cfg.base.seed + 2, evaluator(cfg, 2000)
+    )
     weak_row = sft["oracle_sft_curve"][0]
 
     def points(records: list[dict], key: str, offset: int = 0) -> list[dict]:
@@ -248,17 +247,18 @@ def section_recipes(cfg: Ch15Config, weak: TinyAgent, cold: TinyAgent, sft: dict
         "sft_then_rl": points(sft_then_rl, "rl_step", start),
         "rl_only": points(rl_only, "rl_step"),
     }
-    per_step = cfg.rl_group * cfg.rl_tasks_per_step
+    per_step = cfg.rl.episodes_per_step
     rft_sampled = cfg.rft.rounds * cfg.rft.samples_per_task * len(tasks_for("train"))
+
+    def used(demos: int, episodes: int) -> dict:  # every sampled episode is verified once
+        return {"demonstrations": demos, "sampled_episodes": episodes, "verifier_calls": episodes}
+
     cost = {
-        "oracle_sft": {"demonstrations": 20, "sampled_episodes": 0, "verifier_calls": 0},
-        "rft": {"demonstrations": 0, "sampled_episodes": rft_sampled,
-                "verifier_calls": rft_sampled},
-        "sft_then_rl": {"demonstrations": 20, "sampled_episodes": cfg.rl_steps_cold * per_step,
-                        "verifier_calls": cfg.rl_steps_cold * per_step},
-        "rl_only": {"demonstrations": 0, "sampled_episodes": cfg.rl_steps_only * per_step,
-                    "verifier_calls": cfg.rl_steps_only * per_step},
-    }  # fmt: skip
+        "oracle_sft": used(20, 0),
+        "rft": used(0, rft_sampled),
+        "sft_then_rl": used(20, cfg.rl_steps_cold * per_step),
+        "rl_only": used(0, cfg.rl.steps * per_step),
+    }
     return {"curves": curves, "cost": cost, "sft_then_rl": sft_then_rl, "rl_only": rl_only}
 
 

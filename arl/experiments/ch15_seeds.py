@@ -50,9 +50,17 @@ def resume_state(out: Path, cfg: Ch15Config, quick: bool) -> dict[int, dict]:
         raise ArlError(f"{partial} is unreadable ({type(e).__name__}); pass --overwrite "
                        "to start again") from None  # fmt: skip
     if not same:
-        raise ArlError(f"{partial} holds a run with other settings; pass --overwrite to "
-                       "start again")  # fmt: skip
+        hint = "pass --overwrite to start again"
+        raise ArlError(f"{partial} holds a run with other settings{_older(saved)}; {hint}")
     return runs
+
+
+def _older(saved: dict) -> str:
+    """Why saved settings can never match: a run saved before Ch15Config held the RL arms'
+    PGConfig (as `rl`) had flat rl_group, rl_lr, ... fields. Such a run retables (`--retable`
+    reads only the runs), but does not resume."""
+    flat = isinstance(saved.get("config"), dict) and "rl_group" in saved["config"]
+    return " (saved by an older arl, before the RL settings were a PGConfig)" if flat else ""
 
 
 def run_seeds(
