@@ -111,9 +111,16 @@ def test_same_job_same_verdict_and_no_state_leaks_between_jobs(one, sb):
     expected = [1, False, False, None, "left.txt", "solution.py"]
     verdicts = [one.run(job(first, ((1,), expected))) for _ in range(3)]
     assert all(v.passed for v in verdicts), verdicts[1].results
-    order = job("def f(x):\n    return list({'apple', 'pear', 'fig', 'kiwi', 'plum'})\n", ((1,), 0))
-    details = {v.results[0].detail for v in sb.run_many([order] * 4) + [one.run(order)]}
-    assert len(details) == 1  # set order is the same on every worker (PYTHONHASHSEED=0)
+    mixed = """
+        def f(x):
+            print("case", x)
+            return list({"apple", "pear", "fig", "kiwi", "plum"}) if x else 1 // x
+    """
+    verdicts = sb.run_many([job(mixed, ((1,), 0), ((0,), 0))] * 4) + [
+        one.run(job(mixed, ((1,), 0), ((0,), 0)))
+    ]
+    assert all(v == verdicts[0] for v in verdicts)  # set order too: PYTHONHASHSEED=0 everywhere
+    assert statuses(verdicts[0]) == ["fail", "fail"] and verdicts[0].output == "case 1\ncase 0\n"
 
 
 def test_cold_launches_and_the_unsandboxed_kind_give_the_same_verdicts():
