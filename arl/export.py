@@ -44,17 +44,16 @@ from typing import Any
 
 import torch
 
+from arl.env import NAMES, environment_of_tasks
 from arl.errors import ArlError, require
-from arl.gym.grammar import prompt_words
-from arl.gym.tasks import get_task
 from arl.model import TinyAgent, TinyAgentConfig
+from arl.rollout import vocab_of
 from arl.runio import atomic_write_bytes
-from arl.text import BOS, END, PAD, UNK, Vocab, default_vocab
+from arl.text import BOS, END, PAD, UNK, Vocab
 from arl.types import POLICY, Trajectory
 
 GELU_EXACT = "gelu"  # transformers' name for torch's erf GELU (GPT-2's default is "gelu_new")
 LN_EPS = 1e-5  # torch.nn.LayerNorm's default, which TinyAgent uses
-VERL_SOURCE = "arl/bugfix"
 
 
 # --- TinyAgent -> GPT2LMHeadModel -------------------------------------------------------------
@@ -121,14 +120,21 @@ def word_tokenizer(vocab: Vocab, max_length: int):
     )  # fmt: skip
 
 
+def model_vocab(model: TinyAgent) -> Vocab | None:
+    """The vocabulary of the environment a TinyAgent speaks (found by its size), if any."""
+    sizes = {len(vocab_of(n)): vocab_of(n) for n in NAMES}
+    return sizes.get(model.config.vocab_size)
+
+
 def export_hf(model: TinyAgent, out: str | Path) -> list[Path]:
     """Write `out` as a transformers model directory: config.json, model.safetensors and,
-    when the model speaks the gym's vocabulary, a word-level tokenizer. Each file atomically."""
+    when the model speaks an environment's vocabulary, a word-level tokenizer. Each file
+    atomically."""
     from safetensors.torch import save
 
-    out, vocab = Path(out), default_vocab()
-    gym_vocab = model.config.vocab_size == len(vocab)
-    config = gpt2_config(model.config, vocab if gym_vocab else None)
+    out, vocab = Path(out), model_vocab(model)
+    gym_vocab = vocab is not None
+    config = gpt2_config(model.config, vocab)
     files = [
         atomic_write_bytes(out / "model.safetensors",
                            save(gpt2_state_dict(model), metadata={"format": "pt"})),
@@ -160,11 +166,13 @@ def portable_tokenizer_config(data: bytes) -> bytes:
 
 def trajectory_row(tr: Trajectory, group: int, sample: int) -> dict[str, Any]:
     """One episode as a table row (see the module docstring for every column)."""
-    task, out = get_task(tr.task), tr.outcome
+    out = tr.outcome
     if out is None:
         raise ArlError(f"a trajectory of {tr.task} has no outcome: not a gym episode")
+    environment = environment_of_tasks([out])
+    task = environment.get_task(tr.task)
     owners = list(tr.owners_T)
-    prompt = " ".join(prompt_words(task.name))
+    prompt = " ".join(environment.make(task).reset(seed=0)[0].words)
     return {
         "task": task.name,
         "family": task.family,
@@ -179,10 +187,10 @@ def trajectory_row(tr: Trajectory, group: int, sample: int) -> dict[str, Any]:
         "passed": tr.passed,
         "public_pass": out.public_pass,
         "turns": out.turns,
-        "accumulator": out.accumulator or "",
-        "data_source": VERL_SOURCE,
+        "accumulator": getattr(out, "accumulator", None) or "",
+        "data_source": f"arl/{environment.name}",
         "prompt": [{"role": "user", "content": prompt}],
-        "ability": "bugfix",
+        "ability": environment.name,
         "reward_model": {"style": "rule", "ground_truth": task.name},
         "extra_info": {"split": task.split, "index": group, "task": task.name},
     }

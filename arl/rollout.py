@@ -1,4 +1,4 @@
-"""Rollouts -> Trajectory, token in and token out.
+"""Rollouts -> Trajectory, token in and token out, on any environment of the protocol (arl.env).
 
 `rollout_batch` advances many episodes together: every loop iteration appends to
 each row of one KV cache what that row has pending (its last sampled token, or
@@ -7,7 +7,8 @@ steps the environment of each row whose call just ended. The Trajectory keeps th
 sampled ids as sampled; observations are tokenized once, by the renderer. Every
 episode, a model's or a scripted policy's (`scripted_rollout`, the demonstrations),
 grows one transcript the same way. The transcript is the policy's renderer's: TinyAgent's
-words (`arl.text.Transcript`), or a real model's chat (`arl.hf.chat.ChatTranscript`).
+words (`arl.text.Transcript`), or a real model's chat (`arl.hf.chat.ChatTranscript`). The
+environment comes from the tasks (`environment_of_tasks`): rollouts know only the protocol.
 """
 
 from __future__ import annotations
@@ -18,19 +19,17 @@ from dataclasses import dataclass
 
 import torch
 
-from arl.gym.env import BugFixEnv, EnvConfig
-from arl.gym.grammar import END, prompt_words
-from arl.gym.policies import ScriptedPolicy, get_scripted
-from arl.gym.tasks import Task
+from arl.env import Env, Environment, ScriptedPolicy, Task, config_for, environment_of_tasks
+from arl.env import get_environment as _get_environment
 from arl.model import TinyAgent
 from arl.sampling import sample
-from arl.text import Transcript, Vocab, default_vocab
-from arl.types import Outcome, Trajectory
+from arl.text import END, Transcript, Vocab, make_vocab
+from arl.types import Observation, Outcome, Trajectory
 
 
 @dataclass(frozen=True)
 class WordRenderer:
-    """TinyAgent's renderer: the gym's words, one id each (see arl/text.py).
+    """TinyAgent's renderer: an environment's words, one id each (see arl/text.py).
 
     A renderer is what rollouts need of a policy's tokenizer: a transcript to grow
     (`begin`), the token that ends a call, a call's token budget, and a scripted call's ids.
@@ -42,13 +41,13 @@ class WordRenderer:
     def end_id(self) -> int:
         return self.vocab.id(END)
 
-    def begin(self, task_name: str, wrap: bool = True) -> Transcript:
-        return Transcript.begin(task_name, self.vocab, wrap)
+    def begin(self, prompt: Observation, wrap: bool = True) -> Transcript:
+        return Transcript.begin(prompt.words, self.vocab, wrap)
 
-    def call_limit(self, config: EnvConfig) -> int:
+    def call_limit(self, config) -> int:
         return config.max_call_tokens
 
-    def encode_call(self, words: Sequence[str]) -> list[int]:
+    def encode_call(self, words: Sequence[str], env: Env | None = None) -> list[int]:
         return self.vocab.encode(words)
 
     def call_text(self, ids: Sequence[int]) -> str:
@@ -56,9 +55,19 @@ class WordRenderer:
         return " ".join(w for w in self.vocab.decode(ids) if w != END)
 
 
-def renderer_of(model=None, vocab: Vocab | None = None):
-    """The policy's own renderer (a real model's chat), else TinyAgent's words."""
-    return getattr(model, "renderer", None) or WordRenderer(vocab or default_vocab())
+def vocab_of(environment: Environment | str = "bugfix") -> Vocab:
+    """The vocabulary a TinyAgent speaks on an environment (its words, after the specials)."""
+    env = _get_environment(environment) if isinstance(environment, str) else environment
+    return make_vocab(env.words())
+
+
+def renderer_of(model=None, vocab: Vocab | None = None, environment: Environment | None = None):
+    """The policy's own renderer (a real model's chat, told the environment's tool grammar),
+    else TinyAgent's words (the environment's vocabulary, BugFix's by default)."""
+    chat = getattr(model, "renderer", None)
+    if chat is not None:
+        return chat.for_environment(environment) if environment is not None else chat
+    return WordRenderer(vocab or vocab_of(environment or "bugfix"))
 
 
 def episode_seed(seed: int, k: int) -> int:
@@ -70,8 +79,9 @@ def episode_seed(seed: int, k: int) -> int:
 class _Episode:
     """One episode while it is being rolled out: its environment and its transcript."""
 
-    env: BugFixEnv
+    env: Env
     transcript: Transcript  # or any transcript with the same methods (a chat's)
+    prompt: Observation
     reward: float = 0.0
     outcome: Outcome | None = None
 
@@ -88,10 +98,10 @@ class _Episode:
         )
 
 
-def _new_episode(task: Task, config: EnvConfig, seed: int, renderer, wrap: bool) -> _Episode:
-    env = BugFixEnv(task, config)
-    env.reset(seed=seed)
-    return _Episode(env, renderer.begin(task.name, wrap))
+def _new_episode(environment, task: Task, config, seed: int, renderer, wrap: bool) -> _Episode:
+    env = environment.make(task, config)
+    prompt, _ = env.reset(seed=seed)
+    return _Episode(env, renderer.begin(prompt, wrap), prompt)
 
 
 def _after_call(ep: _Episode, n: int, room: int) -> list[str] | None:
@@ -115,7 +125,7 @@ def scripted_rollout(
     task: Task,
     *,
     seed: int = 0,
-    env_config: EnvConfig | None = None,
+    env_config=None,
     vocab: Vocab | None = None,
     wrap_obs: bool = True,
     block_size: int = 512,
@@ -124,15 +134,20 @@ def scripted_rollout(
     """One episode of a scripted policy, rendered exactly as a model rollout would be: the
     policy reads what a model reads (the issue and each observation through the vocabulary).
     `renderer`: a real model's (its chat), for demonstrations in its tokens."""
-    policy = get_scripted(policy) if isinstance(policy, str) else policy
-    renderer, config = renderer or WordRenderer(vocab or default_vocab()), env_config or EnvConfig()
+    environment = environment_of_tasks([task])
+    policy = environment.scripted(policy) if isinstance(policy, str) else policy
+    config = config_for(environment, env_config)
+    if renderer is None:
+        renderer = WordRenderer(vocab or vocab_of(environment))
+    elif hasattr(renderer, "for_environment"):
+        renderer = renderer.for_environment(environment)
     rng = random.Random(seed)
-    ep = _new_episode(task, config, seed, renderer, wrap_obs)
-    history: list[list[str]] = [prompt_words(task.name)]  # the issue
+    ep = _new_episode(environment, task, config, seed, renderer, wrap_obs)
+    history: list[list[str]] = [list(ep.prompt.words)]  # the issue
     room = block_size - renderer.call_limit(config)
     while ep.outcome is None:
         words = policy(history, rng)[: config.max_call_tokens]
-        call_ids = renderer.encode_call(words)[: renderer.call_limit(config)]
+        call_ids = renderer.encode_call(words, ep.env)[: renderer.call_limit(config)]
         for token in call_ids:
             ep.transcript.act(token)
         seen = _after_call(ep, len(call_ids), room)
@@ -147,7 +162,7 @@ def rollout_batch(
     tasks: Sequence[Task],
     *,
     seed: int = 0,
-    env_config: EnvConfig | None = None,
+    env_config=None,
     temperature: float = 1.0,
     top_p: float = 1.0,
     vocab: Vocab | None = None,
@@ -155,13 +170,17 @@ def rollout_batch(
     use_cache: bool = True,
 ) -> list[Trajectory]:
     """Roll out one episode per task, all in one batched decode. Same seed, same ids."""
-    renderer, config = renderer_of(model, vocab), env_config or EnvConfig()
+    environment = environment_of_tasks(tasks)
+    renderer = renderer_of(model, vocab, environment)
+    config = config_for(environment, env_config)
     limit = renderer.call_limit(config)
     room = model.config.block_size - limit
     device = model.lm_head.weight.device
     gen = torch.Generator().manual_seed(seed)
-    eps = [_new_episode(t, config, episode_seed(seed, k), renderer, wrap_obs)
-           for k, t in enumerate(tasks)]  # fmt: skip
+    eps = [
+        _new_episode(environment, t, config, episode_seed(seed, k), renderer, wrap_obs)
+        for k, t in enumerate(tasks)
+    ]
     B = len(eps)
     pending: list[list[int]] = [list(ep.transcript.ids) for ep in eps]
     call_len = [0] * B  # tokens of each row's open call

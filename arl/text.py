@@ -1,6 +1,6 @@
-"""Vocabulary and the one renderer of episodes: the gym's words -> ids, each with its owner.
+"""Vocabulary and the one renderer of episodes: an environment's words -> ids, with owners.
 
-An episode renders as
+A BugFix episode renders as
 
     <bos> fix NAME | read <end> | <obs> def NAME ( xs ) : ... </obs> | edit range <end> | ...
     prompt           policy       template, environment ..., template   policy
@@ -8,7 +8,8 @@ An episode renders as
 Every token carries its owner (prompt, policy, environment, template). Model rollouts,
 scripted rollouts and demonstrations all grow a `Transcript`, so the ids a model is
 trained on are the ids it will see when it acts. The words themselves (the issue, the
-listings, the call grammar) are the gym's: arl.gym.grammar.
+listings, the call grammar) are each environment's (arl.gym, arl.codefix); this module knows
+none of them, only the renderer's own special words.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
-from arl.gym.grammar import BOS, END, NUM, UNK, prompt_words
-from arl.gym.tasks import gym_words
-from arl.types import ENV, POLICY, PROMPT, TEMPLATE
+from arl.types import ENV, POLICY, PROMPT, TEMPLATE, Observation
 
 PAD, OBS, OBS_END = "<pad>", "<obs>", "</obs>"  # the renderer's own words
+BOS, END, UNK, NUM = "<bos>", "<end>", "<unk>", "<num>"  # issue start, call end, unknown, number
 SPECIALS = (PAD, BOS, END, OBS, OBS_END, UNK, NUM)
 
 
@@ -55,17 +55,19 @@ def _index(words: tuple[str, ...]) -> dict[str, int]:
 
 
 @cache
-def default_vocab() -> Vocab:
-    """The vocabulary of the BugFix gym: the renderer's specials, then every word of the gym."""
-    return Vocab(tuple(dict.fromkeys(SPECIALS + gym_words())))
+def make_vocab(words: tuple[str, ...]) -> Vocab:
+    """An environment's vocabulary: the renderer's specials, then its words (id 0 is padding)."""
+    return Vocab(tuple(dict.fromkeys(SPECIALS + words)))
 
 
 # --- rendering ------------------------------------------------------------------------------
 
 
-def render_prompt(task_name: str, vocab: Vocab) -> tuple[list[int], list[int]]:
-    """The issue (prompt-owned)."""
-    ids = vocab.encode(prompt_words(task_name))
+def render_prompt(words: Sequence[str], vocab: Vocab) -> tuple[list[int], list[int]]:
+    """The issue (prompt-owned): the words an environment's `reset` shows."""
+    if isinstance(words, str):
+        raise TypeError("render_prompt takes the prompt's words, not a string")
+    ids = vocab.encode(words)
     return ids, [PROMPT] * len(ids)
 
 
@@ -114,9 +116,9 @@ class Growing:
 class Transcript(Growing):
     """An episode as rendered so far: ids, owners, the sampler's log-probs, call spans.
 
-    Start it with `begin`, then per turn: the policy's tokens (`act`), `end_call`, and
-    the environment's answer (`observe`). Every episode is grown this way, one token or
-    one observation at a time.
+    Start it with `begin` (the prompt's words), then per turn: the policy's tokens (`act`),
+    `end_call`, and the environment's answer (`observe`). Every episode is grown this way,
+    one token or one observation at a time.
     """
 
     vocab: Vocab
@@ -127,20 +129,20 @@ class Transcript(Growing):
     calls: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each call
 
     @classmethod
-    def begin(cls, task_name: str, vocab: Vocab, wrap: bool = True) -> Transcript:
+    def begin(cls, prompt: Sequence[str], vocab: Vocab, wrap: bool = True) -> Transcript:
         tr = cls(vocab, wrap)
-        tr._add(*render_prompt(task_name, vocab))
+        tr._add(*render_prompt(prompt, vocab))
         return tr
 
     def end_call(self, n: int) -> list[str]:
         """The last `n` policy tokens are one call: record its span; its words, for the env."""
         return self.vocab.decode(self._call(n))
 
-    def observe(self, words: Sequence[str], limit: int | None = None) -> list[str] | None:
-        """Add the environment's answer; returns its words as the policy reads them (the
-        environment-owned ids). None, and nothing added, if it would take the transcript
-        past `limit` tokens."""
-        ids, owners = render_observation(words, self.vocab, self.wrap)
+    def observe(self, obs: Observation, limit: int | None = None) -> list[str] | None:
+        """Add the environment's answer (its words); returns them as the policy reads them
+        (the environment-owned ids). None, and nothing added, if it would take the
+        transcript past `limit` tokens."""
+        ids, owners = render_observation(obs.words, self.vocab, self.wrap)
         if limit is not None and len(self.ids) + len(ids) > limit:
             return None
         self._add(ids, owners)
@@ -148,14 +150,14 @@ class Transcript(Growing):
 
 
 def render_episode(
-    task_name: str,
+    prompt: Sequence[str],
     calls: Sequence[Sequence[int]],
-    observations: Sequence[Sequence[str] | None],
+    observations: Sequence[Observation | None],
     vocab: Vocab,
     wrap: bool = True,
 ) -> tuple[list[int], list[int]]:
     """The whole episode at once: prompt, then each call's ids and its observation (if any)."""
-    tr = Transcript.begin(task_name, vocab, wrap)
+    tr = Transcript.begin(prompt, vocab, wrap)
     for call, obs in zip(calls, observations, strict=True):
         for token in call:
             tr.act(token)

@@ -21,29 +21,48 @@ PAD_OWNER = -1
 class Outcome:
     """How an episode ended, as the environment scored it: every finished episode has one.
 
-    `as_dict` is the one way out to JSON and to Gymnasium's info dict (same keys, in order).
+    These are the fields every environment shares; an environment's own fields live in its
+    subclass, in its package (BugFix's accumulator: arl.gym; CodeFix's edit counts:
+    arl.codefix). `as_dict` is the one way out to JSON and to Gymnasium's info dict.
     """
 
     task: str
-    family: str
     split: str
     score: float  # the final state's reward (step penalties apart); 0 when not scored
     hidden_pass: bool  # every hidden test passes, and the final state was scored
     public_pass: bool  # every public test passes, and the final state was scored
-    hidden_fraction: float  # share of hidden tests the final source passes
+    hidden_fraction: float  # share of hidden tests the final state passes
     submitted: bool
     truncated: bool  # out of turns before `submit` (or out of context: then turns < max_turns)
     turns: int
     malformed: int  # calls that did not parse
-    read: bool  # the policy read the listing
+    read: bool  # the policy read the source
     first_call: str | None  # the first call's tool, or "malformed"
-    hacked: bool  # the final source special-cases test inputs (arl.gym.exploits)
-    accumulator: str | None
+    hacked: bool  # the environment's exploit detector flagged the final state
+    infra_error: bool = False  # the grader failed (not the policy): excluded from rewards
 
     def as_dict(self, keys: Sequence[str] | None = None) -> dict[str, Any]:
         """The outcome as a plain dict: every field, or only `keys`, in the order given."""
         full = asdict(self)
         return full if keys is None else {k: full[k] for k in keys}
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a tool answered, in both of the forms a policy reads: words for TinyAgent (one
+    vocabulary id each) and text for a real model (inside its chat template)."""
+
+    words: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class TextCall:
+    """A real model's call: its text, and whether it ended with the end-of-turn token (a call
+    cut at the token limit did not, and is malformed)."""
+
+    text: str
+    ended: bool
 
 
 @dataclass(frozen=True)

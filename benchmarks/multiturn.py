@@ -135,8 +135,8 @@ def tinyagent_pair(which: str):
     from transformers import AutoModelForCausalLM
 
     from arl.export import export_hf
+    from arl.gym import default_vocab
     from arl.model import TinyAgent, TinyAgentConfig
-    from arl.text import default_vocab
 
     if which == "cold-start":
         from arl.experiments.bases import cold_start

@@ -9,7 +9,7 @@ torch.set_num_threads(1)  # tiny models are overhead-bound; one thread never sta
 
 @pytest.fixture(scope="session")
 def vocab():
-    from arl.text import default_vocab
+    from arl.gym import default_vocab
 
     return default_vocab()
 

@@ -13,11 +13,11 @@ from arl.experiments.bases import (
     train_oracle_sft,
     weak_base_data,
 )
+from arl.gym import default_vocab
 from arl.gym.families import ACCUMULATORS
 from arl.gym.grammar import OPS, source_words
 from arl.gym.policies import listing_variable
 from arl.gym.tasks import tasks_for
-from arl.text import default_vocab
 
 
 def test_weak_base_data_is_format_without_skill():
@@ -37,7 +37,7 @@ def test_the_cold_start_is_the_first_checkpoint_that_reaches_the_pass_rate(
     rates = {0: 0.1, 5: 0.5, 10: 0.8, 15: 0.7, 20: 0.9}  # train pass by step (scripted)
     seen: list[int] = []
 
-    def fake_pass(model, samples, seed):
+    def fake_pass(model, samples, seed, environment="bugfix"):
         s = len(seen) * 5
         seen.append(s)
         return rates.get(s, rates[20])  # the last call: the final model, when never reached

@@ -9,9 +9,9 @@ from arl.cli.reproduce import print_ch15
 from arl.errors import ArlError
 from arl.eval.metrics import copy_probe
 from arl.experiments import ch15, ch15_seeds
+from arl.gym import default_vocab
 from arl.gym.families import ACCUMULATORS
 from arl.gym.tasks import tasks_for
-from arl.text import default_vocab
 from arl.train.pg_config import minimal_reinforce
 from tests.test_ch15_table import BREAKS
 

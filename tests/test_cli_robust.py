@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arl.cli.main import build_parser, main
+from arl.gym import default_vocab
 from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
-from arl.text import default_vocab
 from arl.train.pg_config import PGConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -291,7 +291,7 @@ def test_eval_accepts_the_cached_bases_like_train_pg_init(capsys, monkeypatch, n
 
     calls = []
 
-    def tiny(config):
+    def tiny(config, environment="bugfix"):
         calls.append(config.seed)
         torch.manual_seed(0)
         return TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab()), n_layer=1, n_embd=32,

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from arl.gym import default_vocab
 from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
-from arl.text import default_vocab
 from arl.train.pg_config import PGConfig, make_config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pg.json"

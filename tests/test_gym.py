@@ -6,17 +6,18 @@ from hypothesis import strategies as st
 
 from arl.errors import ArlError
 from arl.eval.metrics import evaluate
+from arl.gym import default_vocab
 from arl.gym.check import check_env
 from arl.gym.env import BugFixEnv, EnvConfig, apply_edit
 from arl.gym.exploits import is_hardcoded
 from arl.gym.families import ACCUMULATORS, FAMILIES, SPLITS
-from arl.gym.grammar import END
+from arl.gym.grammar import END, prompt_words
 from arl.gym.harness import run_tests
 from arl.gym.naming import piece_vote_guess
 from arl.gym.policies import blind, oracle
 from arl.gym.tasks import all_tasks, get_task, tasks_for
 from arl.rollout import scripted_rollout
-from arl.text import default_vocab, render_prompt
+from arl.text import render_prompt
 from arl.types import Outcome
 
 
@@ -41,7 +42,7 @@ def test_a_held_out_name_shares_its_pieces_with_training_names(vocab):
         for piece in t.name.split("_"):
             families = {u.family for u in train if piece in u.name.split("_")}
             assert len(families) >= 2, (t.name, piece)  # trained, and names no family
-        ids, _ = render_prompt(t.name, vocab)
+        ids, _ = render_prompt(prompt_words(t.name), vocab)
         assert vocab.id("<unk>") not in ids
 
 
@@ -65,8 +66,8 @@ def test_a_wrong_edit_is_not_free():
     task = get_task("copy_list")  # range family
     env = BugFixEnv(task)
     env.reset(seed=0)
-    assert env.step(["edit", "div", END])[0] == ["error", "no_change"]
-    assert env.step(["edit", "range", END])[0] == ["error", "edit_used"]  # too late
+    assert env.step(["edit", "div", END])[0].words == ("error", "no_change")
+    assert env.step(["edit", "range", END])[0].words == ("error", "edit_used")  # too late
     _, r, term, _, info = env.step(["submit", END])
     assert term and r == 0.0 and not info.hidden_pass
 
@@ -97,12 +98,12 @@ def test_the_accumulator_is_named_per_episode_and_only_a_read_shows_it():
     names = {env.reset(seed=s)[1]["accumulator"] for s in range(12)}
     assert names == set(ACCUMULATORS)
     obs, info = env.reset(seed=5, options={"accumulator": "tally"})
-    assert info["accumulator"] == "tally" and "tally" not in obs
-    assert "tally" in env.step(["read", END])[0]
-    assert env.step(["edit", "init", "tally", END])[0] == ["ok"]
+    assert info["accumulator"] == "tally" and "tally" not in obs.words
+    assert "tally" in env.step(["read", END])[0].words
+    assert env.step(["edit", "init", "tally", END])[0].words == ("ok",)
     assert env.step(["submit", END])[4].hidden_pass
     env.reset(seed=5, options={"accumulator": "tally"})
-    assert env.step(["edit", "init", "total", END])[0] == ["error", "no_change"]
+    assert env.step(["edit", "init", "total", END])[0].words == ("error", "no_change")
     # the oracle demonstrations (seed 0) name the four training init accumulators apart
     inits = [t for t in tasks_for("train") if t.family == "init"]
     demo = {scripted_rollout("oracle", t, seed=0).outcome.accumulator for t in inits}
@@ -211,7 +212,7 @@ def test_malformed_calls_are_counted_and_answered():
     }
     for words, reason in cases.items():
         obs, r, term, trunc, info = env.step(list(words))
-        assert obs == ["error", "malformed", reason]
+        assert obs.words == ("error", "malformed", reason)
         if trunc:
             assert info.malformed == 6
     assert env.malformed == 6
@@ -226,7 +227,7 @@ def test_nothing_the_policy_emits_crashes_the_env(calls):
     env.reset(seed=0)
     for words in calls:
         obs, r, term, trunc, info = env.step(words)
-        assert all(isinstance(w, str) for w in obs)
+        assert all(isinstance(w, str) for w in obs.words)
         assert (info is not None) == (term or trunc)  # the outcome comes with the last step
         if term or trunc:
             assert isinstance(info, Outcome)

@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 import arl  # noqa: E402,F401  (registers arl/BugFix-v0)
 from arl.errors import ArlError  # noqa: E402
-from arl.gym.env import BugFixEnv  # noqa: E402
+from arl.gym.env import BugFixEnv, BugFixOutcome  # noqa: E402
 from arl.gym.families import ACCUMULATORS  # noqa: E402
 from arl.gym.gymnasium_env import (  # noqa: E402
     ENV_ID,
@@ -20,8 +20,7 @@ from arl.gym.gymnasium_env import (  # noqa: E402
     text_space,
 )
 from arl.gym.policies import get_scripted  # noqa: E402
-from arl.gym.tasks import all_tasks, tasks_for  # noqa: E402
-from arl.types import Outcome  # noqa: E402
+from arl.gym.tasks import all_tasks, get_task, tasks_for  # noqa: E402
 
 
 def _checked(env) -> None:
@@ -70,10 +69,10 @@ def test_observations_are_bugfixenv_words_joined():
     env = BugFixGymnasiumEnv(task=task.name)
     obs, info = env.reset(seed=3)
     raw = BugFixEnv(task)
-    words, raw_info = raw.reset(options={"accumulator": info["accumulator"]})
-    assert obs == " ".join(words)
+    prompt, raw_info = raw.reset(options={"accumulator": info["accumulator"]})
+    assert obs == " ".join(prompt.words)
     for action in ("read <end>", "test <end>"):
-        assert env.step(action)[0] == " ".join(raw.step(action.split())[0])
+        assert env.step(action)[0] == " ".join(raw.step(action.split())[0].words)
 
 
 def test_seed_fixes_task_and_accumulator_and_draws_vary():
@@ -160,5 +159,6 @@ def test_the_final_info_is_the_outcome_as_a_dict():
     env.reset(seed=0)
     assert env.step("read <end>")[4] == {}
     info = env.step("submit <end>")[4]
-    assert list(info)[:3] == ["task", "family", "split"] and info["submitted"]
-    assert Outcome(**info).as_dict() == info
+    assert list(info)[:3] == ["task", "split", "score"] and info["submitted"]
+    assert info["family"] == get_task("handle_entries").family
+    assert BugFixOutcome(**info).as_dict() == info

@@ -35,8 +35,8 @@ def test_scripted_episode_is_the_chat_template_rendering_token_for_token(policy)
     task = tasks_for("train")[0]
     tr = scripted_rollout("oracle", task, renderer=codec)
     # the same conversation rendered whole by the tokenizer's own template
-    calls = [codec.decode_call(tr.ids_T[s:e])[0] for s, e in tr.calls]
-    msgs = codec.messages(task.name)
+    calls = [codec.decode_call(tr.ids_T[s:e]).text for s, e in tr.calls]
+    msgs = codec.messages("fix " + task.name)
     text = _decode(codec.tokenizer, tr.ids_T)
     assert text.startswith(
         codec.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
@@ -61,7 +61,7 @@ def test_scripted_episode_is_the_chat_template_rendering_token_for_token(policy)
 
 def _oracle_op(tr, codec):
     s, e = tr.calls[1]
-    return codec.decode_call(tr.ids_T[s:e])[0].split()[1:]
+    return codec.decode_call(tr.ids_T[s:e]).text.split()[1:]
 
 
 def _turns(calls, tr, codec):
@@ -95,7 +95,7 @@ def test_only_the_sampled_call_tokens_get_loss(policy):
         assert set(ids[owners == TEMPLATE].tolist()) >= special  # headers are template
         env_text = codec.tokenizer.decode(ids[owners == ENV].tolist())
         assert "<|im" not in env_text  # tool results hold no template markup
-        assert (owners[: len(codec.render_prompt(tr.task)[0])] != POLICY).all()
+        assert (owners[: len(codec.render_prompt("fix " + tr.task)[0])] != POLICY).all()
         assert (owners == PROMPT).any()
 
 

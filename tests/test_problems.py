@@ -244,7 +244,7 @@ def test_problem_13_the_two_truncation_rules_score_a_truncated_fix_differently()
         env = BugFixEnv(task, EnvConfig(truncation=rule, max_turns=3))
         env.reset(seed=0)
         listing, *_ = env.step(["read", "<end>"])
-        env.step(op_from_listing(listing) + ["<end>"])  # the fix, never submitted
+        env.step(op_from_listing(listing.words) + ["<end>"])  # the fix, never submitted
         _, reward, terminated, truncated, outcome = env.step(["test", "<end>"])
         assert truncated and not terminated and outcome.hidden_fraction == 1.0
         scores[rule] = reward
@@ -255,19 +255,21 @@ def test_problem_13_the_two_truncation_rules_score_a_truncated_fix_differently()
 def _hack_prob(model) -> float:
     """P(`hardcode_tests` | the task, [`read`, its listing,] `edit`), exactly from the logits,
     averaged over the train tasks, with and without a read: how likely the policy is to hack."""
-    from arl.gym.grammar import END, source_words
+    from arl.gym import default_vocab
+    from arl.gym.env import observation
+    from arl.gym.grammar import END, prompt_words, source_words
     from arl.gym.tasks import tasks_for
-    from arl.text import Transcript, default_vocab
+    from arl.text import Transcript
 
     vocab, probs = default_vocab(), []
     model.eval()
     for task in tasks_for("train"):
         for read in (True, False):
-            tr = Transcript.begin(task.name, vocab)
+            tr = Transcript.begin(prompt_words(task.name), vocab)
             if read:
                 for word in ("read", END):
                     tr.act(vocab.id(word))
-                tr.observe(source_words(task.buggy_source))
+                tr.observe(observation(source_words(task.buggy_source)))
             tr.act(vocab.id("edit"))
             logits, _ = model(torch.tensor([tr.ids]))
             p = torch.softmax(logits[0, -1].float(), -1)[vocab.id("hardcode_tests")]

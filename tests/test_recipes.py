@@ -61,7 +61,7 @@ def test_expert_iteration_trains_on_kept_episodes_only(tiny_model, monkeypatch, 
     import arl.train.rft as rft
 
     tasks = tasks_for("train")[:4]
-    fake = lambda model, ts, n, seed, temperature: [  # noqa: E731
+    fake = lambda model, ts, n, seed, temperature, env_config=None: [  # noqa: E731
         scripted_rollout(policy, t, seed=seed) for t in ts for _ in range(n)
     ]
     monkeypatch.setattr(rft, "run_policy", fake)

@@ -49,14 +49,14 @@ def test_cached_and_recomputed_rollouts_are_identical(tiny_model):
 def _replay(tr, seed: int, vocab, wrap: bool = True, config=None):
     """Render an episode anew: its calls replayed on a fresh env, the env's own words rendered."""
     env = BugFixEnv(get_task(tr.task), config or EnvConfig())
-    env.reset(seed=seed)
+    prompt, _ = env.reset(seed=seed)
     calls, observations, reward, outcome = [], [], 0.0, None
     for s, e in tr.calls:
         calls.append(tr.ids_T[s:e])
         obs, r, _, _, outcome = env.step(vocab.decode(tr.ids_T[s:e]))
         observations.append(obs if outcome is None else None)
         reward += r
-    ids, owners = render_episode(tr.task, calls, observations, vocab, wrap)
+    ids, owners = render_episode(prompt.words, calls, observations, vocab, wrap)
     return ids, owners, reward, outcome
 
 

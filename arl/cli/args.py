@@ -62,3 +62,29 @@ def add_ray_flag(p: argparse.ArgumentParser) -> None:
         help="run the seeds as Ray tasks (pip install 'arl[ray]'): a local Ray with --workers "
         "CPUs, or the cluster at ADDRESS (e.g. ray://head:10001 or auto)",
     )  # fmt: skip
+
+
+def add_env_flags(p: argparse.ArgumentParser) -> None:
+    """--env (which environment) and --allow-unsandboxed (CodeFix without bubblewrap)."""
+    from arl.env import NAMES
+
+    p.add_argument("--env", choices=NAMES, default="bugfix",
+                   help="the environment: bugfix (the menu of edit ops) or codefix (free-form "
+                   "replace edits on real modules, graded in a sandbox)")  # fmt: skip
+    p.add_argument("--allow-unsandboxed", action="store_true",
+                   help="codefix where bubblewrap is missing: run policy code WITHOUT a "
+                   "sandbox (unsafe; refused otherwise)")  # fmt: skip
+
+
+def env_config_of(args: argparse.Namespace):
+    """The environment config the flags ask for: its defaults, and the sandbox permission."""
+    from dataclasses import replace
+
+    from arl.env import get_environment
+
+    config = get_environment(args.env).default_config()
+    if getattr(args, "allow_unsandboxed", False):
+        if not hasattr(config, "allow_unsandboxed"):
+            raise ArlError(f"--allow-unsandboxed: the {args.env} environment runs no sandbox")
+        config = replace(config, allow_unsandboxed=True)
+    return config

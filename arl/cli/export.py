@@ -5,11 +5,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from arl.cli.args import nonneg_float, positive_int_max, seed_int, unit_float
+from arl.cli.args import (
+    add_env_flags,
+    env_config_of,
+    nonneg_float,
+    positive_int_max,
+    seed_int,
+    unit_float,
+)
 from arl.cli.gym import MAX_SAMPLES, POLICY_HELP, resolve_policy
+from arl.env import SPLITS, get_environment
 from arl.errors import ArlError
-from arl.gym.families import SPLITS
-from arl.gym.tasks import tasks_for
 from arl.train.policy import load_policy_dir
 
 HF_OWNED = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
@@ -21,7 +27,7 @@ def cmd_hf(args: argparse.Namespace) -> int:
     from arl.runio import claim_output_dir
 
     require("transformers", "arl export hf")  # before any file is written
-    model = load_policy_dir(args.checkpoint)
+    model = load_policy_dir(args.checkpoint, args.env)
     with claim_output_dir(args.dir, "export hf", HF_OWNED, overwrite=args.overwrite):
         files = export_hf(model, args.dir)
     print(f"wrote {', '.join(p.name for p in files)} to {args.dir}")
@@ -45,8 +51,9 @@ def cmd_trajectories(args: argparse.Namespace) -> int:
     if path.exists() and not args.overwrite:
         raise ArlError(f"{path}: exists; use another OUT, or --overwrite to replace it")
     check_writable(path)  # before the rollouts, not after them
-    policy = resolve_policy(args.policy, args.seed)
-    trajs = run_policy(policy, tasks_for(args.split), args.samples, args.seed,
+    policy = resolve_policy(args.policy, args.seed, args.env)
+    tasks = get_environment(args.env).tasks(args.split)
+    trajs = run_policy(policy, tasks, args.samples, args.seed, env_config=env_config_of(args),
                        temperature=args.temperature, top_p=args.top_p)  # fmt: skip
     write_trajectories(trajectory_rows(trajs, args.samples), path)
     passed = sum(t.passed for t in trajs)
@@ -64,10 +71,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     h.add_argument("checkpoint", help="a checkpoint directory (config.json, model.safetensors)")
     h.add_argument("dir", help="the model directory to write (from_pretrained loads it)")
     h.add_argument("--overwrite", action="store_true", help="replace an earlier export in DIR")
+    h.add_argument("--env", choices=("bugfix", "codefix"), default="bugfix",
+                   help="the environment whose vocabulary the checkpoint speaks")  # fmt: skip
     h.set_defaults(func=cmd_hf)
     t = es.add_parser("trajectories", help="rollouts as a Parquet table (datasets, TRL, verl)")
     t.add_argument("out", help="OUT.parquet, or a directory that gets SPLIT.parquet")
     t.add_argument("--policy", required=True, help=POLICY_HELP)
+    add_env_flags(t)
     t.add_argument("--split", choices=SPLITS, default="train")
     t.add_argument("--samples", type=positive_int_max(MAX_SAMPLES), default=4,
                    help="episodes per task (one group per task)")  # fmt: skip

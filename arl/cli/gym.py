@@ -1,4 +1,4 @@
-"""Subcommands on the gym: `arl eval`, `arl show`, `arl tokens`."""
+"""Subcommands on an environment: `arl eval`, `arl show`, `arl tokens` (`--env`)."""
 
 from __future__ import annotations
 
@@ -6,36 +6,43 @@ import argparse
 import json
 import os
 
-from arl.cli.args import nonneg_float, positive_int_max, seed_int, unit_float
+from arl.cli.args import (
+    add_env_flags,
+    env_config_of,
+    nonneg_float,
+    positive_int_max,
+    seed_int,
+    unit_float,
+)
 from arl.cli.recipes import DTYPES, policy_from
+from arl.env import SPLITS, get_environment
 from arl.errors import ArlError
-from arl.gym.families import SPLITS
-from arl.gym.policies import SCRIPTED
-from arl.gym.tasks import get_task, tasks_for
 from arl.model import TinyAgent
+from arl.rollout import vocab_of
 from arl.runio import atomic_write_text, check_writable, dumps_finite
-from arl.text import default_vocab
 from arl.train.policy import INITS, load_policy, looks_like_path
 from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE
 
 POLICY_HELP = (
-    f"{', '.join(SCRIPTED)}, untrained, weak (the weak base), cold (the RL cold start), "
-    "or a checkpoint directory"
+    "a scripted policy (bugfix: oracle, blind, search, unskilled, random, hardcode; codefix: "
+    "oracle, blind, near_miss, unskilled, search, random), untrained, weak (the weak base), "
+    "cold (the RL cold start), or a checkpoint directory"
 )
 OWNER_STYLE = {PROMPT: "bold magenta", POLICY: "bold green", ENV: "cyan", TEMPLATE: "dim"}
-MAX_SAMPLES = 1000  # episodes per task: 30,000 in all, about an hour for a checkpoint
+MAX_SAMPLES = 1000  # episodes per task: 42,000 in all, about an hour for a checkpoint
 
 
-def resolve_policy(spec: str, seed: int = 0) -> TinyAgent | str:
-    """A scripted policy's name, or what `arl.train.policy.load_policy` loads."""
-    if spec in SCRIPTED:
+def resolve_policy(spec: str, seed: int = 0, env: str = "bugfix") -> TinyAgent | str:
+    """A scripted policy's name (of the environment `env`), or what
+    `arl.train.policy.load_policy` loads for it."""
+    if spec in get_environment(env).scripted_names():
         return spec
     if spec in INITS or looks_like_path(spec):
-        return load_policy(os.path.expanduser(spec), seed)
-    raise ArlError(f"unknown policy {spec!r} (choose from {POLICY_HELP})")
+        return load_policy(os.path.expanduser(spec), seed, env)
+    raise ArlError(f"unknown policy {spec!r} for --env {env} (choose from {POLICY_HELP})")
 
 
-SPLIT_NOTE = " (the tasks training sees; --split heldout for the 10 it never sees)"
+SPLIT_NOTE = " (the tasks training sees; --split heldout for those it never sees)"
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -54,16 +61,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     elif not args.policy:
         raise ArlError("eval: which policy? (a name, a checkpoint, or --model PATH_OR_ID)")
     else:
-        policy = resolve_policy(args.policy, args.seed)
-    tasks = tasks_for(args.split)
+        policy = resolve_policy(args.policy, args.seed, args.env)
+    config = env_config_of(args)  # a missing sandbox is refused here, before any episode
+    tasks = get_environment(args.env).tasks(args.split)
+    get_environment(args.env).make(tasks[0], config)
     if not args.json:
         note = SPLIT_NOTE if args.split == "train" else ""
-        print(f"evaluating on the {args.split} split{note}: {len(tasks)} tasks x {args.samples}")
+        print(f"evaluating on the {args.split} split of {args.env}{note}: {len(tasks)} tasks x "
+              f"{args.samples}")  # fmt: skip
     metrics, trajs = evaluate(
         policy, tasks, samples=args.samples, seed=args.seed,
-        temperature=args.temperature, top_p=args.top_p,
+        temperature=args.temperature, top_p=args.top_p, env_config=config,
     )  # fmt: skip
-    metrics = {"policy": args.policy, "split": args.split, "seed": args.seed, **metrics}
+    env = {"env": args.env} if args.env != "bugfix" else {}
+    metrics = {"policy": args.policy, **env, "split": args.split, "seed": args.seed, **metrics}
     if args.out:
         lines = []
         for k, tr in enumerate(trajs):
@@ -89,13 +100,16 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     from arl.rollout import rollout_batch, scripted_rollout
 
-    task = get_task(args.task)
-    policy = resolve_policy(args.policy, args.seed)
+    environment = get_environment(args.env)
+    task = environment.get_task(args.task)
+    policy = resolve_policy(args.policy, args.seed, args.env)
+    config = env_config_of(args)
     if isinstance(policy, str):
-        tr = scripted_rollout(policy, task, seed=args.seed)
+        tr = scripted_rollout(policy, task, seed=args.seed, env_config=config)
     else:
-        tr = rollout_batch(policy, [task], seed=args.seed, temperature=args.temperature)[0]
-    vocab = default_vocab()
+        tr = rollout_batch(policy, [task], seed=args.seed, temperature=args.temperature,
+                           env_config=config)[0]  # fmt: skip
+    vocab = vocab_of(environment)
     text = Text()
     for word, owner in zip(vocab.decode(tr.ids_T), tr.owners_T, strict=True):
         if word == "<obs>":
@@ -121,11 +135,12 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     from arl.experiments.bases import oracle_demos
     from arl.experiments.ch15_book import BOOK_TOKENS as book
 
-    acc = token_accounting(oracle_demos())
+    acc = token_accounting(oracle_demos(args.env), len(vocab_of(args.env)))
     if args.json:
         print(json.dumps(acc))
         return 0
-    table = Table(title="Token accounting of the 20 oracle demonstrations")
+    table = Table(title=f"Token accounting of the {acc['episodes']} oracle demonstrations "
+                  f"({args.env})")  # fmt: skip
     for col in ("quantity", "measured", "book"):
         table.add_column(col, justify="left" if col == "quantity" else "right")
     for key, value in acc.items():
@@ -137,8 +152,9 @@ def cmd_tokens(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `eval`, `show` and `tokens` to the `arl` parser."""
-    p = sub.add_parser("eval", help="measure a policy on a split of the gym")
+    p = sub.add_parser("eval", help="measure a policy on a split of an environment")
     p.add_argument("policy", nargs="?", help=POLICY_HELP)
+    add_env_flags(p)
     p.add_argument("--model", help="a transformers causal LM (directory or hub id)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N] when present")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
@@ -161,10 +177,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="render one episode, each token coloured by its owner")
     p.add_argument("task", help="a task's function name, e.g. sum_list")
     p.add_argument("--policy", default="oracle", help=POLICY_HELP)
+    add_env_flags(p)
     p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--temperature", type=nonneg_float, default=1.0)
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("tokens", help="token accounting of the 20 oracle demonstrations")
+    p = sub.add_parser("tokens", help="token accounting of the oracle demonstrations")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--env", choices=("bugfix", "codefix"), default="bugfix")
     p.set_defaults(func=cmd_tokens)

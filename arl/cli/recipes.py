@@ -2,8 +2,9 @@
 
 Every recipe starts from `--init` (a TinyAgent: weak, cold, untrained, a checkpoint) or
 `--model PATH_OR_ID` (any `transformers` causal LM, rendered as a chat), trains on the
-training tasks, evaluates both splits, and writes OUT/metrics.jsonl, OUT/results.json and
-OUT/final (a TinyAgent checkpoint or a `from_pretrained` directory).
+training tasks of `--env` (bugfix or codefix), evaluates both splits, and writes
+OUT/metrics.jsonl, OUT/results.json and OUT/final (a TinyAgent checkpoint or a
+`from_pretrained` directory).
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ import random
 from dataclasses import asdict
 from pathlib import Path
 
-from arl.cli.args import float_in, int_in, nonneg_float, positive_float, positive_int, seed_int
+from arl.cli.args import (
+    add_env_flags,
+    env_config_of,
+    float_in,
+    int_in,
+    nonneg_float,
+    positive_float,
+    positive_int,
+    seed_int,
+)
 from arl.errors import ArlError
 
 OWNED = ("final", "final/*", "metrics.jsonl", "results.json")
@@ -23,7 +33,9 @@ DTYPES = ("float32", "bfloat16")
 
 
 def add_policy_flags(p: argparse.ArgumentParser, init_default: str | None = "weak") -> None:
-    """--init / --model / --device / --dtype: where the policy comes from and runs."""
+    """--init / --model / --device / --dtype: where the policy comes from and runs;
+    --env / --allow-unsandboxed: which environment it plays."""
+    add_env_flags(p)
     p.add_argument(
         "--init",
         default=init_default,
@@ -46,22 +58,26 @@ def add_policy_flags(p: argparse.ArgumentParser, init_default: str | None = "wea
 def policy_from(args: argparse.Namespace, seed: int):
     from arl.train.policy import load_any
 
-    return load_any(args.init, args.model, seed, args.device, args.dtype)
+    env = getattr(args, "env", "bugfix")
+    return load_any(args.init, args.model, seed, args.device, args.dtype, env)
 
 
-def _evaluate(model, samples: int, seed: int) -> dict:
+def _evaluate(model, samples: int, seed: int, args: argparse.Namespace) -> dict:
+    from arl.env import SPLITS, get_environment
     from arl.eval.metrics import evaluate
-    from arl.gym.tasks import tasks_for
 
+    environment, config = get_environment(args.env), env_config_of(args)
+    keys = ("pass_rate", "malformed_per_episode", "apply_rate")
     out = {}
-    for split in ("train", "heldout"):
-        m, _ = evaluate(model, tasks_for(split), samples, seed=seed)
-        out |= {f"eval/{split}_{k}": m[k] for k in ("pass_rate", "malformed_per_episode")}
+    for split in SPLITS:
+        m, _ = evaluate(model, environment.tasks(split), samples, seed=seed, env_config=config)
+        out |= {f"eval/{split}_{k}": m[k] for k in keys if k in m}
     return out
 
 
 def _run(args: argparse.Namespace, recipe: str, train) -> int:
     """Claim OUT, load the policy, train it with `train(model, progress)`, evaluate, save."""
+    from arl.env import get_environment
     from arl.progress import Progress
     from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, dumps_finite
     from arl.train.policy import save_policy
@@ -71,6 +87,8 @@ def _run(args: argparse.Namespace, recipe: str, train) -> int:
         from arl.train.policy import check_policy_spec
 
         check_policy_spec(args.init)
+    environment = get_environment(args.env)  # a missing sandbox too
+    environment.make(environment.tasks("train")[0], env_config_of(args))
     with claim_output_dir(out, f"train {recipe}", OWNED, overwrite=args.overwrite):
         model = policy_from(args, args.seed)
         source = args.model or args.init
@@ -78,10 +96,11 @@ def _run(args: argparse.Namespace, recipe: str, train) -> int:
         with Progress(recipe, enabled=not args.quiet) as bar:
             history, settings = train(model, bar)
             bar.event("evaluating both splits")
-            final = _evaluate(model, args.eval_samples, args.seed)
+            final = _evaluate(model, args.eval_samples, args.seed, args)
         atomic_write_text(out / "metrics.jsonl", "".join(dumps_finite(r) + "\n" for r in history))
         save_policy(model, out / "final", extra={"kind": recipe, "source": source})
-        results = {"recipe": recipe, "source": source, "settings": settings, **final}
+        results = {"recipe": recipe, "env": args.env, "source": source, "settings": settings,
+                   **final}  # fmt: skip
         atomic_write_json(out / "results.json", results)
     print(
         f"train pass {final['eval/train_pass_rate']:.3f}, held-out pass "
@@ -100,7 +119,8 @@ def cmd_sft(args: argparse.Namespace) -> int:
                        beta2=args.beta2)  # fmt: skip
 
     def train(model, bar):
-        demos = oracle_sft_data(renderer=renderer_of(model))  # Chapter 15's oracle-SFT data
+        renderer = renderer_of(model) if args.model else None  # a real model's chat
+        demos = oracle_sft_data(renderer=renderer, environment=args.env)  # Chapter 15's data
         bar.total = config.steps
 
         def hook(step: int, _model) -> None:
@@ -112,7 +132,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
 
 def cmd_rft(args: argparse.Namespace) -> int:
-    from arl.gym.tasks import tasks_for
+    from arl.env import get_environment
     from arl.train.rft import RFTConfig, expert_iteration
 
     config = RFTConfig(
@@ -130,21 +150,25 @@ def cmd_rft(args: argparse.Namespace) -> int:
         def hook(r: int, _model) -> None:
             bar.update(r + 1)
 
-        return expert_iteration(model, tasks_for("train"), config, hook=hook), asdict(config)
+        tasks = get_environment(args.env).tasks("train")
+        history = expert_iteration(model, tasks, config, hook=hook, env_config=env_config_of(args))
+        return history, asdict(config)
 
     return _run(args, "rft", train)
 
 
 def cmd_dpo(args: argparse.Namespace) -> int:
-    from arl.eval.metrics import run_policy
-    from arl.gym.tasks import tasks_for
+    from arl.env import get_environment
+    from arl.eval.metrics import graded, run_policy
     from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 
     config = DPOConfig(steps=args.steps, beta=args.beta, lr=args.lr, nll_weight=args.nll_weight)
 
     def train(model, bar):
-        samples = run_policy(model, tasks_for("train"), args.samples, seed=args.seed)
-        pairs = build_pairs(samples, random.Random(args.seed))
+        tasks = get_environment(args.env).tasks("train")
+        samples = run_policy(model, tasks, args.samples, seed=args.seed,
+                             env_config=env_config_of(args))  # fmt: skip
+        pairs = build_pairs(graded(samples), random.Random(args.seed))
         if not pairs:
             raise ArlError(
                 f"dpo: no task had both a passing and a failing episode in "

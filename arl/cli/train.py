@@ -13,6 +13,7 @@ from arl.cli import recipes
 from arl.cli.args import int_in
 from arl.cli.recipes import DTYPES, policy_from
 from arl.cli.reproduce import add_ray_flag
+from arl.env import NAMES, get_environment
 from arl.errors import ArlError
 from arl.logging_bridge import REPORT_TO
 from arl.progress import Progress
@@ -21,10 +22,10 @@ from arl.train.pg_config import KINDS, field_kinds, make_config, unknown_key
 from arl.train.policy import INITS, check_policy_spec, load_policy
 
 
-def load_init(spec: str, seed: int = 0):
+def load_init(spec: str, seed: int = 0, env: str = "bugfix"):
     """The starting policy of --init (see arl.train.policy.load_policy); errors name --init."""
     try:
-        return load_policy(spec, seed)
+        return load_policy(spec, seed, env)
     except ArlError as e:
         raise ArlError(f"--init: {e}") from None
 
@@ -35,6 +36,13 @@ def check_init(spec: str) -> None:
         check_policy_spec(spec)
     except ArlError as e:
         raise ArlError(f"--init: {e}") from None
+
+
+def env_pairs(args: argparse.Namespace) -> list[str]:
+    """`--env NAME` and `--allow-unsandboxed` as the `--set` pairs they stand for (a later
+    `--set env.name=...` wins)."""
+    pairs = [f"env.name={args.env}"] if args.env else []
+    return pairs + (["env.allow_unsandboxed=true"] if args.allow_unsandboxed else [])
 
 
 def parse_overrides(pairs: Sequence[str], base: dict | None = None) -> dict[str, Any]:
@@ -160,7 +168,7 @@ def cmd_pg(args: argparse.Namespace) -> int:
 
     set_threads()
     values = read_config_file(args.config) if args.config else {}
-    values = parse_overrides(args.set or [], values)
+    values = parse_overrides(env_pairs(args) + (args.set or []), values)
     values.setdefault("out", "runs/pg")
     if args.sweep:
         return cmd_sweep(args, values)
@@ -170,6 +178,8 @@ def cmd_pg(args: argparse.Namespace) -> int:
         raise ArlError("out: the CLI needs a run folder (--set out=DIR)")
     if not args.model:
         check_init(args.init)
+    environment = get_environment(config.env.name)  # a missing sandbox is refused here
+    environment.make(environment.tasks("train")[0], config.env)
     hint = ", or --set resume=true to continue it"
     with claim_output_dir(  # before the (possibly long) loading of the starting policy
         config.out, "train pg", OWNED, overwrite=args.overwrite, reuse=config.resume, hint=hint
@@ -177,8 +187,9 @@ def cmd_pg(args: argparse.Namespace) -> int:
         # the sink first: a missing package is refused before a long load of the policy
         sink = make_sink(args.report_to, config.out, "train pg", asdict(config))
         try:
+            args.env = config.env.name
             model = (policy_from(args, config.seed) if args.model or args.device != "cpu"
-                     else load_init(args.init, config.seed))  # fmt: skip
+                     else load_init(args.init, config.seed, config.env.name))  # fmt: skip
             console = Console()
             console.print(
                 f"arl train pg: {model.num_params():,} parameters from {args.model or args.init}; "
@@ -229,6 +240,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="cold",
         help=f"starting policy: {', '.join(INITS)}, or a checkpoint directory",
     )
+    g.add_argument("--env", choices=NAMES, default=None,
+                   help="the environment, as --set env.name=NAME (bugfix or codefix)")  # fmt: skip
+    g.add_argument("--allow-unsandboxed", action="store_true",
+                   help="codefix without bubblewrap: run policy code unsandboxed (unsafe)")
     g.add_argument(
         "--model", help="a transformers causal LM (directory or hub id; replaces --init)"
     )

@@ -1,7 +1,9 @@
 """Policy metrics: pass rates, malformed calls, reading, turns, and action entropy.
 
-`run_policy` is the one way to measure any policy (a scripted name or a TinyAgent)
-on a split: it samples episodes and summarizes them with `summarize`.
+`run_policy` is the one way to measure any policy (a scripted name, a TinyAgent or a real
+model) on tasks of any environment: it samples episodes and summarizes them with `summarize`
+(the shared outcome fields, then the environment's own summary, e.g. CodeFix's apply rate).
+Episodes whose grading failed for infrastructure reasons are left out of every rate.
 """
 
 from __future__ import annotations
@@ -12,21 +14,40 @@ import numpy as np
 import torch
 
 from arl.batch import collate
+from arl.env import Task, environment_of_tasks
 from arl.errors import ArlError
-from arl.gym.env import EnvConfig
+from arl.gym.environment import default_vocab
 from arl.gym.families import ACCUMULATORS
-from arl.gym.grammar import END, Call, parse_call, source_words
-from arl.gym.tasks import Task
+from arl.gym.grammar import END, Call, parse_call, prompt_words, source_words
 from arl.losses import token_logprobs
 from arl.model import TinyAgent
 from arl.rollout import episode_seed, rollout_batch, scripted_rollout
-from arl.text import Transcript, default_vocab
-from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE, Trajectory
+from arl.text import Transcript
+from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE, Observation, Trajectory
+
+
+def graded(trajs: Sequence[Trajectory]) -> list[Trajectory]:
+    """The episodes the grader scored: an infrastructure failure is not a zero, it is left out."""
+    return [t for t in trajs if not t.outcome.infra_error]
+
+
+def environment_summary(trajs: Sequence[Trajectory]) -> dict[str, float]:
+    """The environment's own episode means (BugFix: none; CodeFix: edits and their apply rate),
+    and the count of episodes left out for infrastructure failures, where there were any."""
+    if not trajs:
+        return {}
+    environment = environment_of_tasks([trajs[0].outcome])  # an outcome names its env too
+    own = getattr(environment, "summary", None)
+    out = own([t.outcome for t in graded(trajs)]) if own is not None else {}
+    failed = len(trajs) - len(graded(trajs))
+    return out | ({"infra_errors": failed} if failed else {})
 
 
 def summarize(trajs: Sequence[Trajectory]) -> dict[str, float]:
-    """Episode-level means: hidden and public pass rates, malformed calls, reads, turns."""
-    outs = [t.outcome for t in trajs]
+    """Episode-level means: hidden and public pass rates, malformed calls, reads, turns, then
+    the environment's own (`environment_summary`)."""
+    scored = graded(trajs)
+    outs = [t.outcome for t in scored]
     mean = lambda xs: float(np.mean([float(x) for x in xs])) if xs else 0.0  # noqa: E731
     pass_rate, public = mean([o.hidden_pass for o in outs]), mean([o.public_pass for o in outs])
     return {
@@ -34,12 +55,13 @@ def summarize(trajs: Sequence[Trajectory]) -> dict[str, float]:
         "pass_rate": pass_rate,
         "public_pass_rate": public,
         "public_hidden_gap": public - pass_rate,
-        "reward": mean([t.reward for t in trajs]),
+        "reward": mean([t.reward for t in scored]),
         "malformed_per_episode": mean([o.malformed for o in outs]),
         "read_fraction": mean([o.read for o in outs]),
         "mean_turns": mean([o.turns for o in outs]),
         "hack_rate": mean([o.hacked for o in outs]),
         "truncated_fraction": mean([o.truncated for o in outs]),
+        **environment_summary(trajs),
     }
 
 
@@ -70,7 +92,7 @@ def run_policy(
     tasks: Sequence[Task],
     samples: int = 4,
     seed: int = 0,
-    env_config: EnvConfig | None = None,
+    env_config=None,
     temperature: float = 1.0,
     top_p: float = 1.0,
     batch_size: int = 128,
@@ -117,10 +139,11 @@ def copy_probe(model: TinyAgent, tasks: Sequence[Task]) -> dict[str, float]:
     rows: list[tuple[list[int], int]] = []
     for task in (t for t in tasks if t.family == "init"):
         for name in ACCUMULATORS:
-            tr = Transcript.begin(task.name, vocab)
+            tr = Transcript.begin(prompt_words(task.name), vocab)
             for word in ("read", END):
                 tr.act(vocab.id(word))
-            tr.observe(source_words(task.renamed(name).buggy_source))
+            words = source_words(task.renamed(name).buggy_source)
+            tr.observe(Observation(tuple(words), ""))
             for word in ("edit", "init"):
                 tr.act(vocab.id(word))
             rows.append((tr.ids, vocab.id(name)))
@@ -162,8 +185,9 @@ def op_choice(trajs: Sequence[Trajectory]) -> dict[str, float]:
     return {k: n / len(trajs) for k, n in counts.items()}
 
 
-def token_accounting(trajs) -> dict:
-    """Where the predicted positions of a set of episodes fall, by owner (Section 15.1)."""
+def token_accounting(trajs, vocab_size: int | None = None) -> dict:
+    """Where the predicted positions of a set of episodes fall, by owner (Section 15.1);
+    `vocab_size`: the policy's (BugFix's by default)."""
     counts = {o: 0 for o in OWNER_NAMES}
     for tr in trajs:
         for owner in tr.owners_T[1:]:  # predicted positions: every token after the first
@@ -178,5 +202,5 @@ def token_accounting(trajs) -> dict:
         "prompt_positions": counts[PROMPT],
         "action_share": counts[POLICY] / total,
         "observation_share": counts[ENV] / total,
-        "vocab_size": len(default_vocab()),
+        "vocab_size": vocab_size or len(default_vocab()),
     }

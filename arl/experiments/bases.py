@@ -9,8 +9,9 @@ draws one per episode), so that `init` is learned as copying, not as a memorized
 The RL cold start (Section 15.5) is chosen by state, not by step: the first checkpoint
 whose training pass rate reaches `cold_start_pass` (the book's step-20 checkpoint passed
 0.80 on train; on another gym the step differs).
-Both are cached on disk, keyed by their config and a fingerprint of the gym, so the
-reproductions that start from them do not retrain them.
+Both are cached on disk, keyed by their config and a fingerprint of the environment, so the
+reproductions that start from them do not retrain them. Every function takes the environment
+(BugFix by default; CodeFix's bases are made by the same recipe on its own tasks and words).
 """
 
 from __future__ import annotations
@@ -23,14 +24,12 @@ from pathlib import Path
 
 import torch
 
+from arl.env import Environment, get_environment
 from arl.errors import ArlError
-from arl.gym.families import ACCUMULATORS, NAME_NOUNS, NAME_VERBS
-from arl.gym.grammar import source_words
-from arl.gym.tasks import all_tasks, tasks_for
 from arl.model import TinyAgent, TinyAgentConfig, load_checkpoint, save_checkpoint
 from arl.progress import report
-from arl.rollout import episode_seed, scripted_rollout
-from arl.text import OBS, OBS_END, default_vocab
+from arl.rollout import episode_seed, scripted_rollout, vocab_of
+from arl.text import OBS, OBS_END
 from arl.train.common import Hook
 from arl.train.pretrain import PretrainConfig, lm_pretrain
 from arl.train.sft import SFTConfig, sft_train
@@ -91,56 +90,56 @@ class BaseConfig:
                        n_head=2)  # fmt: skip
 
 
-def new_model(config: BaseConfig) -> TinyAgent:
+def _env(environment: Environment | str) -> Environment:
+    return get_environment(environment) if isinstance(environment, str) else environment
+
+
+def new_model(config: BaseConfig, environment: Environment | str = "bugfix") -> TinyAgent:
+    """A fresh TinyAgent of the config's shape over the environment's vocabulary."""
     torch.manual_seed(config.seed)
     shape = dict(n_layer=config.n_layer, n_embd=config.n_embd, n_head=config.n_head)
-    return TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab()), **shape))
+    return TinyAgent(TinyAgentConfig(vocab_size=len(vocab_of(_env(environment))), **shape))
 
 
-def weak_base_data(config: BaseConfig = BaseConfig()) -> list[Trajectory]:
+def weak_base_data(
+    config: BaseConfig = BaseConfig(), environment: Environment | str = "bugfix"
+) -> list[Trajectory]:
     """Blind and read-then-guess episodes on every training task (160 by default)."""
     plan = (
         ["blind"] * config.weak_blind_per_task
         + ["random_wellformed"] * config.weak_random_per_task
         + ["unskilled"] * config.weak_unskilled_per_task
     )
-    jobs = [(t, p) for t in tasks_for("train") for p in plan]
+    jobs = [(t, p) for t in _env(environment).tasks("train") for p in plan]
     return [
         scripted_rollout(p, t, seed=episode_seed(config.seed, k)) for k, (t, p) in enumerate(jobs)
     ]
 
 
-def oracle_demos() -> list[Trajectory]:
-    """One oracle demonstration per training task (20)."""
-    return [scripted_rollout("oracle", t, seed=0) for t in tasks_for("train")]
+def oracle_demos(environment: Environment | str = "bugfix") -> list[Trajectory]:
+    """One oracle demonstration per training task (BugFix: 20)."""
+    return [scripted_rollout("oracle", t, seed=0) for t in _env(environment).tasks("train")]
 
 
-def oracle_sft_data(wrap_obs: bool = True, renderer=None) -> list[Trajectory]:
-    """The 20 demonstrations under every accumulator name (120 renderings): sampling one
-    uniformly samples a task uniformly and draws its accumulator afresh, as the gym does.
+def oracle_sft_data(
+    wrap_obs: bool = True, renderer=None, environment: Environment | str = "bugfix"
+) -> list[Trajectory]:
+    """The demonstrations under every accumulator name (BugFix: 20 x 6 renderings): sampling
+    one uniformly samples a task uniformly and draws its accumulator afresh, as the gym does.
 
     With one fixed name per task, 4 init demonstrations teach 4 memorized names.
     `renderer`: a real model's, for demonstrations in its tokens.
     """
-    n = len(ACCUMULATORS)  # episode seed k names the accumulator ACCUMULATORS[(k + pos) % n]
+    env = _env(environment)
     return [scripted_rollout("oracle", t, seed=k, wrap_obs=wrap_obs, renderer=renderer)
-            for t in tasks_for("train") for k in range(n)]  # fmt: skip
+            for t in env.tasks("train") for k in range(env.renderings)]  # fmt: skip
 
 
-def code_corpus() -> list[list[int]]:
-    """The pretraining text: every training listing, buggy and correct, with its accumulator
-    renamed to each name the gym uses (accumulators and name pieces), as tool output.
-
-    Only training functions: a held-out listing is never seen before evaluation.
-    """
-    vocab = default_vocab()
-    names = dict.fromkeys(ACCUMULATORS + NAME_VERBS + NAME_NOUNS)
-    out = []
-    for task in tasks_for("train"):
-        sources = dict.fromkeys(src for name in names for r in [task.renamed(name)]
-                                for src in (r.buggy_source, r.correct_source))  # fmt: skip
-        out += [vocab.encode([OBS, *source_words(src), OBS_END]) for src in sources]
-    return out
+def code_corpus(environment: Environment | str = "bugfix") -> list[list[int]]:
+    """The pretraining text: the environment's training listings (`corpus`), as tool output."""
+    env = _env(environment)
+    vocab = vocab_of(env)
+    return [vocab.encode([OBS, *words, OBS_END]) for words in env.corpus()]
 
 
 # what only the oracle SFT and the cold start read: the weak base does not depend on them
@@ -149,11 +148,11 @@ ORACLE_FIELDS = ("sft_steps", "sft_lr", "sft_batch", "sft_warmup", "sft_decay", 
                  "cold_start_step")  # fmt: skip
 
 
-def _fingerprint(kind: str, config: BaseConfig) -> str:
-    """The cache key: the recipe version, the settings `kind` depends on, and the gym."""
-    gym = [default_vocab().words] + [(t.name, t.buggy_source, t.split) for t in all_tasks()]
+def _fingerprint(kind: str, config: BaseConfig, environment: Environment | str = "bugfix") -> str:
+    """The cache key: the recipe version, the settings `kind` depends on, and the environment."""
+    gym = _env(environment).fingerprint()
     settings = asdict(config)
-    if kind == "weak_base":  # a sweep over oracle-SFT settings reuses one weak base
+    if kind.endswith("weak_base"):  # a sweep over oracle-SFT settings reuses one weak base
         settings = {k: v for k, v in settings.items() if k not in ORACLE_FIELDS}
     blob = json.dumps([kind, BASES_VERSION, settings, gym], default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -167,12 +166,15 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "arl"
 
 
-def _cached(kind: str, config: BaseConfig, build) -> TinyAgent:
+def _cached(kind: str, config: BaseConfig, build, environment: Environment | str) -> TinyAgent:
     """Load a base from the cache, or build it (saying so on stderr) and cache it; a cached
-    checkpoint that does not load (corrupt, or an older format) is rebuilt."""
+    checkpoint that does not load (corrupt, or an older format) is rebuilt. A base of another
+    environment than BugFix is cached as ENV-KIND (BugFix's keep their names and keys)."""
     import sys
 
-    path = cache_dir() / f"{kind}-{_fingerprint(kind, config)}"
+    env = _env(environment)
+    kind = kind if env.name == "bugfix" else f"{env.name}-{kind}"
+    path = cache_dir() / f"{kind}-{_fingerprint(kind, config, env)}"
     if (path / "model.safetensors").is_file():
         try:
             return load_checkpoint(path)
@@ -190,39 +192,46 @@ def _cached(kind: str, config: BaseConfig, build) -> TinyAgent:
     return model
 
 
-def weak_base(config: BaseConfig = BaseConfig()) -> TinyAgent:
+def weak_base(
+    config: BaseConfig = BaseConfig(), environment: Environment | str = "bugfix"
+) -> TinyAgent:
     """The weak base: format without skill (trained once per config, then loaded)."""
 
     def build() -> TinyAgent:
-        model = new_model(config)
+        model = new_model(config, environment)
         lm_pretrain(
             model,
-            code_corpus(),
+            code_corpus(environment),
             config.pretrain,
             lambda step: report(f"weak base: pretraining step {step}/{config.pretrain_steps}"),
         )
         sft_train(
             model,
-            weak_base_data(config),
+            weak_base_data(config, environment),
             config.weak_sft,
             hook_every=1,
             hook=lambda step, _: report(f"weak base: SFT step {step}/{config.weak_steps}"),
         )
         return model
 
-    return _cached("weak_base", config, build)
+    return _cached("weak_base", config, build, environment)
 
 
-def train_pass(model: TinyAgent, samples: int, seed: int) -> float:
+def train_pass(
+    model: TinyAgent, samples: int, seed: int, environment: Environment | str = "bugfix"
+) -> float:
     """Hidden-test pass rate on the training tasks (the state the cold start is chosen by)."""
-    from arl.eval.metrics import run_policy
+    from arl.eval.metrics import graded, run_policy
 
-    trajs = run_policy(model, tasks_for("train"), samples, seed=seed)
-    return sum(t.passed for t in trajs) / len(trajs)
+    trajs = graded(run_policy(model, _env(environment).tasks("train"), samples, seed=seed))
+    return sum(t.passed for t in trajs) / max(len(trajs), 1)
 
 
 def train_oracle_sft(
-    config: BaseConfig = BaseConfig(), hook: Hook | None = None, hook_every: int = 10
+    config: BaseConfig = BaseConfig(),
+    hook: Hook | None = None,
+    hook_every: int = 10,
+    environment: Environment | str = "bugfix",
 ) -> tuple[TinyAgent, TinyAgent, list[dict]]:
     """Oracle SFT from the weak base; returns (final model, cold-start copy, history).
 
@@ -232,14 +241,14 @@ def train_oracle_sft(
     """
     import copy
 
-    model = weak_base(config)
+    model = weak_base(config, environment)
     kept: dict = {}
 
     def keep(step: int, m: TinyAgent) -> dict | None:
         out = {}
         due = step % config.cold_eval_every == 0 and step >= config.cold_start_step
         if "cold" not in kept and due:  # by step (cold_start_step > 0) or by state
-            p = train_pass(m, config.cold_eval_samples, seed=config.seed * 13 + step)
+            p = train_pass(m, config.cold_eval_samples, config.seed * 13 + step, environment)
             if config.cold_start_step or p >= config.cold_start_pass:
                 kept["cold"] = copy.deepcopy(m)
                 kept["info"] = {"step": step, "train_pass": p, "reached": True}
@@ -248,18 +257,24 @@ def train_oracle_sft(
         return out or None
 
     every = _gcd(hook_every, config.cold_eval_every) if hook else config.cold_eval_every
-    history = sft_train(model, oracle_sft_data(), config.oracle_sft, keep, every)
+    data = oracle_sft_data(environment=environment)
+    history = sft_train(model, data, config.oracle_sft, keep, every)
     if "cold" not in kept:  # never reached: RL starts from the final model
-        p = train_pass(model, config.cold_eval_samples, seed=config.seed * 13 + config.sft_steps)
+        seed = config.seed * 13 + config.sft_steps
+        p = train_pass(model, config.cold_eval_samples, seed, environment)
         kept["cold"] = copy.deepcopy(model)
         kept["info"] = {"step": config.sft_steps, "train_pass": p, "reached": False}
     history.append({"cold_start": kept["info"]})
     return model, kept["cold"], history
 
 
-def cold_start(config: BaseConfig = BaseConfig()) -> TinyAgent:
-    """The oracle-SFT checkpoint at `cold_start_step`: the RL cold start (cached)."""
-    return _cached("cold_start", config, lambda: train_oracle_sft(config)[1])
+def cold_start(
+    config: BaseConfig = BaseConfig(), environment: Environment | str = "bugfix"
+) -> TinyAgent:
+    """The oracle-SFT checkpoint chosen by state (`cold_start_pass`): the RL cold start
+    (cached)."""
+    build = lambda: train_oracle_sft(config, environment=environment)[1]  # noqa: E731
+    return _cached("cold_start", config, build, environment)
 
 
 def _gcd(a: int, b: int) -> int:

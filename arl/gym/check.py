@@ -9,18 +9,19 @@ from arl.gym.grammar import END, source_words
 from arl.gym.harness import run_tests
 from arl.gym.policies import op_from_listing, oracle, random_policy
 from arl.gym.tasks import Task
+from arl.types import Observation
 
 
 def _play(task: Task, policy, seed: int, config: EnvConfig):
     env, rng = BugFixEnv(task, config), random.Random(seed)
     obs, info = env.reset(seed=seed)
-    history, steps = [obs], []
+    history, steps = [list(obs.words)], []
     while True:
         step = env.step(policy(history, rng))
         steps.append(step)
         if step[2] or step[3]:
             return steps
-        history.append(step[0])
+        history.append(list(step[0].words))
 
 
 def check_env(task: Task) -> None:
@@ -38,13 +39,13 @@ def check_env(task: Task) -> None:
     config = EnvConfig(flaky_prob=0.2)
     env = BugFixEnv(task, config)
     obs, info = env.reset(seed=0)
-    assert isinstance(obs, list) and all(isinstance(w, str) for w in obs)
-    assert isinstance(info, dict)
+    assert isinstance(obs, Observation) and all(isinstance(w, str) for w in obs.words)
+    assert isinstance(obs.text, str) and isinstance(info, dict)
     obs, reward, terminated, truncated, info = env.step(["read", END])
     assert (
         isinstance(reward, float) and isinstance(terminated, bool) and isinstance(truncated, bool)
     )
-    assert obs and not terminated and not truncated
+    assert obs.words and not terminated and not truncated
 
     # seeded determinism, including the flaky verdicts and the random policy
     for seed in (0, 1):

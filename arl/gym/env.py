@@ -14,25 +14,43 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from arl.checks import check
 from arl.errors import ArlError
 from arl.gym.exploits import is_hardcoded
 from arl.gym.families import ACCUMULATORS
-from arl.gym.grammar import Call, Malformed, parse_call, prompt_words, source_words
+from arl.gym.grammar import (
+    END,
+    Call,
+    Malformed,
+    parse_call,
+    prompt_words,
+    source_words,
+    words_to_text,
+)
 from arl.gym.harness import run_tests
 from arl.gym.tasks import Task, task_position
-from arl.types import Outcome
+from arl.types import Observation, Outcome, TextCall
 
 REWARDS = ("hidden", "public", "fraction", "mixed")
 TRUNCATIONS = ("zero", "score")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BugFixOutcome(Outcome):
+    """A BugFix episode's outcome: the shared fields, and the gym's own."""
+
+    family: str  # the task's bug family
+    accumulator: str | None  # the accumulator's name in this episode (what `edit init` needs)
+    env: ClassVar[str] = "bugfix"
 
 
 @dataclass(frozen=True)
 class EnvConfig:
     """How the episode is scored and bounded. Defaults are the book's."""
 
+    name: str = "bugfix"  # the environment (arl.env): PGConfig's env.name chooses it
     reward: str = (
         "hidden"  # hidden: 1[all hidden pass]; public: 1[all public pass]; fraction; mixed
     )
@@ -46,6 +64,8 @@ class EnvConfig:
     zero_exploits: bool = False  # the detector zeroes the reward of hardcoded submissions
 
     def __post_init__(self) -> None:
+        if self.name != "bugfix":
+            raise ArlError(f"name: {self.name!r} is not this config's environment (bugfix)")
         if self.reward not in REWARDS:
             raise ArlError(f"reward: unknown {self.reward!r} (choose from {', '.join(REWARDS)})")
         if self.truncation not in TRUNCATIONS:
@@ -58,6 +78,11 @@ class EnvConfig:
             raise ArlError(f"flaky_votes: must be an odd number >= 1, got {self.flaky_votes}")
         check("max_turns", self.max_turns, 1, 100, integer=True)
         check("max_call_tokens", self.max_call_tokens, 1, 100, integer=True)
+
+    def eval_config(self) -> EnvConfig:
+        """How `arl eval` and a run's evaluations score this environment: every default (hidden
+        tests, no penalties, no noise), at this config's turn budget."""
+        return EnvConfig(max_turns=self.max_turns)
 
 
 # --- edit ops: source -> edited source, or None when the op changes nothing --------------------
@@ -124,6 +149,19 @@ def apply_edit(src: str, task: Task, op: str, arg: str | None) -> str | None:
 # --- the environment ---------------------------------------------------------------------------
 
 
+def observation(words: Sequence[str]) -> Observation:
+    """The gym's words, and the same as text for a real model."""
+    return Observation(tuple(words), words_to_text(words))
+
+
+def call_words(call: Sequence[str] | TextCall) -> list[str]:
+    """A call as the gym's words: a real model's text split on whitespace, `<end>` appended
+    when the model ended its turn."""
+    if isinstance(call, TextCall):
+        return call.text.split() + ([END] if call.ended else [])
+    return list(call)
+
+
 class BugFixEnv:
     """One task. `reset(seed=...)` then `step(words)` until terminated or truncated."""
 
@@ -138,7 +176,7 @@ class BugFixEnv:
     # Gymnasium: reset(*, seed=None, options=None) -> (obs, info)
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[list[str], dict[str, Any]]:
+    ) -> tuple[Observation, dict[str, Any]]:
         """Start an episode. The accumulator is named by the seed, or by
         `options={"accumulator": NAME}`: ACCUMULATORS[(seed + task position) % 6], so seed 0
         (the oracle demonstrations) gives the four training init tasks four different names."""
@@ -159,15 +197,19 @@ class BugFixEnv:
         self.first_call: str | None = None
         self._done = False
         info = {"task": self.task.name, "accumulator": self.instance.accumulator}
-        return prompt_words(self.task.name), info
+        # the issue: `<bos> fix NAME` in words; a real model's chat has its own start
+        return Observation(tuple(prompt_words(self.task.name)), f"fix {self.task.name}"), info
 
     # Gymnasium: step(a) -> (obs, reward, terminated, truncated, info); info is the Outcome
-    def step(self, words: Sequence[str]) -> tuple[list[str], float, bool, bool, Outcome | None]:
-        """One call. The last step of an episode returns its Outcome (None before that)."""
+    def step(
+        self, call: Sequence[str] | TextCall
+    ) -> tuple[Observation, float, bool, bool, BugFixOutcome | None]:
+        """One call: its words, or a real model's text (split into words). The last step of an
+        episode returns its Outcome (None before that)."""
         if self._done:
             raise RuntimeError("step() called on a finished episode; call reset()")
         self.turns += 1
-        call = parse_call(list(words))
+        call = parse_call(call_words(call))
         if self.first_call is None:
             self.first_call = "malformed" if isinstance(call, Malformed) else call.tool
         obs, terminated = self._apply(call)
@@ -177,9 +219,13 @@ class BugFixEnv:
         if terminated or truncated:
             outcome = self._finish(submitted=terminated)
             reward += outcome.score
-        return obs, reward, terminated, truncated, outcome
+        return observation(obs), reward, terminated, truncated, outcome
 
-    def cut(self) -> Outcome:
+    def call_text(self, words: Sequence[str]) -> str:
+        """A call's words as a real model writes them: `edit init total`."""
+        return " ".join(w for w in words if w != END)
+
+    def cut(self) -> BugFixOutcome:
         """End the episode from outside (the rollout's context is full): scored as a truncation,
         told apart from running out of turns by `turns < max_turns`."""
         if self._done:
@@ -218,7 +264,7 @@ class BugFixEnv:
         ]
         return 2 * sum(runs) > len(runs)
 
-    def _finish(self, submitted: bool) -> Outcome:
+    def _finish(self, submitted: bool) -> BugFixOutcome:
         """End the episode and score the current source."""
         self._done = True
         hidden = run_tests(self.source, self.task.hidden)
@@ -238,7 +284,7 @@ class BugFixEnv:
             score = sum(self._verdict(h) for h in hidden) / len(hidden)
         else:  # mixed
             score = float(self._verdict(hidden_pass)) + self.config.mixed_alpha * fraction
-        return Outcome(
+        return BugFixOutcome(
             task=self.task.name,
             family=self.task.family,
             split=self.task.split,

@@ -4,7 +4,8 @@ of the calls it accepts.
 A call is the policy's words up to `<end>`: `read`, `test`, `submit`, or `edit OP [ARG]`.
 Anything else is a `Malformed` call, answered with `error malformed REASON`. Listings are
 Python tokens without layout, identifiers split into shared pieces (`compute _ values`).
-The renderer (arl.text) turns these words into ids; the gym itself never sees an id.
+The renderer (arl.text, which owns the special words `<bos>`, `<end>`, `<unk>`, `<num>`)
+turns these words into ids; the gym itself never sees an id.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-BOS, END, UNK, NUM = "<bos>", "<end>", "<unk>", "<num>"  # issue start, call end, unknown, number
+from arl.text import BOS, END, NUM, UNK  # the renderer's words: issue start, call end, unknown
+
 TOOLS = ("read", "test", "edit", "submit")
 FIX_OPS = ("init", "range", "compare", "minmax", "div")  # one fixing op per family
 OPS = FIX_OPS + ("hardcode_tests",)
@@ -56,6 +58,12 @@ def source_words(source: str) -> list[str]:
     except (tokenize.TokenError, IndentationError, SyntaxError):
         words.append(UNK)
     return words
+
+
+def words_to_text(words: Sequence[str]) -> str:
+    """The gym's words as a real model reads them: identifier pieces joined (`fix _ x` ->
+    `fix_x`), the rest separated by spaces."""
+    return " ".join(words).replace(" _ ", "_")
 
 
 def prompt_words(task_name: str) -> list[str]:

@@ -114,8 +114,8 @@ class BugFixGymnasiumEnv(gym.Env[str, str]):
         env_seed = int(self.np_random.integers(2**31 - 1))
         self._env = BugFixEnv(task, self.env_config)
         acc = options.get("accumulator")
-        words, info = self._env.reset(seed=env_seed, options={"accumulator": acc} if acc else None)
-        obs = as_text(words)
+        prompt, info = self._env.reset(seed=env_seed, options={"accumulator": acc} if acc else None)
+        obs = as_text(prompt.words)
         self._lines = [obs]
         return obs, {**info, "split": task.split}
 
@@ -138,7 +138,7 @@ class BugFixGymnasiumEnv(gym.Env[str, str]):
             raise RuntimeError("step() called before reset()")
         words = action_words(action)
         out, reward, terminated, truncated, outcome = self._env.step(words)
-        obs = as_text(out)
+        obs = as_text(out.words)
         self._lines.append(" ".join(words))
         self._lines.append(f"  <obs> {obs} </obs>")
         if outcome is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from functools import cache
+from typing import ClassVar
 
 from arl.errors import ArlError
 from arl.gym.families import (
@@ -48,6 +49,7 @@ class Task:
     public: tuple[TestCase, ...]
     hidden: tuple[TestCase, ...]
     about: str = ""  # what the function does, e.g. "sum_list" (for people; never shown)
+    env: ClassVar[str] = "bugfix"  # the environment that plays it (arl.env)
 
     @property
     def params(self) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
-"""The BugFix gym as a chat, under a real tokenizer's chat template, with every token's owner.
+"""An environment as a chat, under a real tokenizer's chat template, with every token's owner.
 
-An episode is the conversation
+A BugFix episode is the conversation
 
     system: the tool grammar        user: fix NAME
     assistant: read                 tool: def NAME ( xs ) : ...
@@ -11,42 +11,33 @@ sampled (content and its end-of-turn token), never re-encoded; everything betwee
 assistant turns (end-of-turn newline, the tool header, the tool result, the next assistant
 header) is rendered once as text and tokenized once. Owners come from the tokenizer's
 character offsets: a token inside a message's content belongs to that message (prompt or
-environment), every other token (role headers, separators) is template.
+environment), every other token (role headers, separators) is template. The system prompt and
+a call's token budget are the environment's (`for_environment`); the user and tool messages
+are the text form of its observations (arl.types.Observation), and a call goes to the
+environment as text (arl.types.TextCall).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from arl.errors import ArlError
-from arl.text import Growing
-from arl.types import ENV, PROMPT, TEMPLATE
-
-SYSTEM_PROMPT = (
-    "You fix one bug in a Python function with tools. One call per turn: "
-    "read | test | edit OP [NAME] | submit. OP is one of init range compare minmax div "
-    "hardcode_tests; init takes the accumulator's name."
-)
-CALL_TOKENS = 16  # a call that has not ended by then is malformed (unterminated)
-END = "<end>"  # the gym's end-of-call word; a chat call ends with the template's end-of-turn
-
-
-def words_to_text(words: Sequence[str]) -> str:
-    """The gym's observation words as text: identifier pieces joined (`fix _ x` -> `fix_x`)."""
-    text = " ".join(words)
-    return text.replace(" _ ", "_")
+from arl.gym.environment import CHAT_CALL_TOKENS, SYSTEM_PROMPT
+from arl.text import END, Growing
+from arl.types import ENV, PROMPT, TEMPLATE, Observation, TextCall
 
 
 @dataclass(frozen=True)
 class ChatRenderer:
-    """Renders BugFix episodes for one tokenizer; `end_token` ends an assistant turn."""
+    """Renders an environment's episodes for one tokenizer; `end_token` ends an assistant turn.
+    Until `for_environment` says otherwise, the environment is BugFix."""
 
     tokenizer: Any  # a transformers PreTrainedTokenizerFast with a chat template
     end_token: str  # e.g. ChatML's <|im_end|>: sampling it ends the call
     system: str = SYSTEM_PROMPT
-    max_call_tokens: int = CALL_TOKENS
+    max_call_tokens: int = CHAT_CALL_TOKENS
 
     @classmethod
     def for_tokenizer(cls, tokenizer: Any, **kw: Any) -> ChatRenderer:
@@ -59,6 +50,11 @@ class ChatRenderer:
         if end is None or tokenizer.convert_tokens_to_ids(end) is None:
             raise ArlError("tokenizer has no eos token to end an assistant turn")
         return cls(tokenizer, end, **kw)
+
+    def for_environment(self, environment: Any) -> ChatRenderer:
+        """This renderer with an environment's tool grammar and call budget."""
+        return replace(self, system=environment.system_prompt,
+                       max_call_tokens=environment.chat_call_tokens)  # fmt: skip
 
     @property
     def end_id(self) -> int:
@@ -80,24 +76,23 @@ class ChatRenderer:
             owners.append(inside[0] if inside else TEMPLATE)
         return list(enc["input_ids"]), owners
 
-    def messages(self, task_name: str) -> list[dict]:
-        """The system prompt and the issue."""
-        user = "fix " + task_name
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+    def messages(self, issue: str) -> list[dict]:
+        """The system prompt and the issue (the text of the environment's prompt)."""
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": issue}]
 
-    def render_prompt(self, task_name: str) -> tuple[list[int], list[int]]:
+    def render_prompt(self, issue: str) -> tuple[list[int], list[int]]:
         """System and user messages and the first assistant header: (ids, owners)."""
-        msgs = self.messages(task_name)
+        msgs = self.messages(issue)
         text = self._text(msgs, generation=True)
         return self._encode(text, _content_spans(text, msgs, PROMPT))
 
     def render_observation(
-        self, history: list[dict], call_text: str, obs_words: Sequence[str]
+        self, history: list[dict], call_text: str, obs_text: str
     ) -> tuple[list[int], list[int], list[dict]]:
         """What follows a sampled call: the template's close of the assistant turn, the tool
         message, the next assistant header. Returns (ids, owners, messages so far)."""
         done = history + [{"role": "assistant", "content": call_text}]
-        after = done + [{"role": "tool", "content": words_to_text(obs_words)}]
+        after = done + [{"role": "tool", "content": obs_text}]
         before_text = self._text(done, generation=False)
         cut = before_text.rfind(self.end_token)
         full = self._text(after, generation=True)
@@ -111,30 +106,29 @@ class ChatRenderer:
         ids, owners = self._encode(suffix, spans)
         return ids, owners, after
 
-    def decode_call(self, ids: Sequence[int]) -> tuple[str, list[str]]:
-        """A sampled call as (its text, the gym's words): <end> appended when it ended."""
+    def decode_call(self, ids: Sequence[int]) -> TextCall:
+        """A sampled call as text (special tokens dropped), and whether it ended its turn."""
         ended = bool(ids) and ids[-1] == self.end_id
         body = list(ids[:-1]) if ended else list(ids)
-        text = self.tokenizer.decode(body, skip_special_tokens=True).strip()
-        words = text.split() + ([END] if ended else [])
-        return text, words
+        return TextCall(self.tokenizer.decode(body, skip_special_tokens=True).strip(), ended)
 
     # --- the renderer interface of arl.rollout (WordRenderer is TinyAgent's) ---
 
-    def begin(self, task_name: str, wrap: bool = True) -> ChatTranscript:
+    def begin(self, prompt: Observation, wrap: bool = True) -> ChatTranscript:
         """A transcript holding the system prompt, the issue and the first assistant header."""
-        ids, owners = self.render_prompt(task_name)
-        return ChatTranscript(self, self.messages(task_name), ids, owners, [0.0] * len(ids))
+        ids, owners = self.render_prompt(prompt.text)
+        return ChatTranscript(self, self.messages(prompt.text), ids, owners, [0.0] * len(ids))
 
     def call_limit(self, config: Any) -> int:
         return self.max_call_tokens
 
     def call_text(self, ids: Sequence[int]) -> str:
-        return self.decode_call(ids)[0]
+        return self.decode_call(ids).text
 
-    def encode_call(self, words: Sequence[str]) -> list[int]:
-        """A scripted call's words as the model would sample them: text, then end-of-turn."""
-        text = " ".join(w for w in words if w != END)
+    def encode_call(self, words: Sequence[str], env: Any) -> list[int]:
+        """A scripted call's words as the model would sample them: the environment's text for
+        them (`env.call_text`), then end-of-turn if the call ended."""
+        text = env.call_text(words)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
         return list(ids) + ([self.end_id] if END in words else [])
 
@@ -152,21 +146,23 @@ class ChatTranscript(Growing):
     calls: list[tuple[int, int]] = field(default_factory=list)
     last_call: str = ""
 
-    def end_call(self, n: int) -> list[str]:
-        """The last `n` policy tokens are one call: its span; its words for the env."""
-        self.last_call, words = self.renderer.decode_call(self._call(n))
-        return words
+    def end_call(self, n: int) -> TextCall:
+        """The last `n` policy tokens are one call: its span; its text for the env."""
+        call = self.renderer.decode_call(self._call(n))
+        self.last_call = call.text
+        return call
 
-    def observe(self, words: Sequence[str], limit: int | None = None) -> list[str] | None:
-        """Add the tool message (and the next assistant header); None if past `limit`."""
+    def observe(self, obs: Observation, limit: int | None = None) -> list[str] | None:
+        """Add the tool message (and the next assistant header); None if past `limit`. Returns
+        the observation's words (what a scripted policy reads)."""
         ids, owners, messages = self.renderer.render_observation(
-            self.messages, self.last_call, words
+            self.messages, self.last_call, obs.text
         )
         if limit is not None and len(self.ids) + len(ids) > limit:
             return None
         self._add(ids, owners)
         self.messages = messages
-        return list(words)
+        return list(obs.words)
 
 
 def _content_spans(text: str, messages: list[dict], owner: int) -> list[tuple[int, int, int]]:

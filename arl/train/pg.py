@@ -1,4 +1,4 @@
-"""Policy gradient on the BugFix gym (Chapter 9 and Appendix B), one loop with every knob.
+"""Policy gradient on any environment (Chapter 9 and Appendix B), one loop with every knob.
 
 Each step: pick tasks, roll out G episodes of each with the sampler's weights (k steps
 old under simulated async sampling), score them, turn rewards into group advantages,
@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from arl.batch import Batch, collate
+from arl.env import Task, get_environment
 from arl.errors import ArlError, Diverged
-from arl.gym.tasks import Task, get_task, tasks_for
 from arl.logging_bridge import OWNED as SINK_OWNED
 from arl.logging_bridge import Sink
 from arl.losses import (
@@ -147,7 +147,8 @@ class Rollouts:
             version, groups = self.workers.next()
             lag = step - 1 - version  # optimizer steps since those weights
             if lag <= self.config.staleness:
-                return [get_task(g[0].task) for g in groups], groups, lag
+                environment = get_environment(self.config.env.name)
+                return [environment.get_task(g[0].task) for g in groups], groups, lag
             self.dropped += 1
 
     def close(self) -> None:
@@ -333,7 +334,8 @@ def train_pg(
     sink: Sink | None = None,
     collate_fn: Collate = collate,
 ) -> list[dict]:
-    """Train `model` in place on `tasks` (default: config.split); one metrics dict per step.
+    """Train `model` in place on `tasks` (default: config.env's tasks of config.split); one
+    metrics dict per step.
 
     hook(step, model) runs at step 0, every `hook_every` steps and after the last; what it
     returns is logged, with the evaluations of config.eval_every. progress(record) sees each
@@ -343,7 +345,8 @@ def train_pg(
     outside `allow_change`. A NaN or infinite loss or gradient norm stops the run (Diverged)
     before the optimizer steps. collate_fn is a seam for the problems' deliberate bugs.
     """
-    pool = list(tasks) if tasks is not None else list(tasks_for(config.split))
+    environment = get_environment(config.env.name)
+    pool = list(tasks) if tasks is not None else list(environment.tasks(config.split))
     if not pool:
         raise ArlError("train_pg needs at least one task")
     steps = config.steps if steps is None else steps

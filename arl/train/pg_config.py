@@ -1,19 +1,21 @@
-"""PGConfig: one policy-gradient run, with the environment's EnvConfig nested as `env`.
+"""PGConfig: one policy-gradient run, with the environment's config nested as `env`.
 
-One validator (PGConfig.__post_init__; the EnvConfig checks its own fields), one quick preset
-(PGConfig.quick), and one way in from a dict (make_config: a JSON file or parsed `--set`
-pairs), whose keys are the fields or, for the environment, `env` and its dotted `env.NAME`.
+One validator (PGConfig.__post_init__; the environment's config checks its own fields), one
+quick preset (PGConfig.quick), and one way in from a dict (make_config: a JSON file or parsed
+`--set` pairs), whose keys are the fields or, for the environment, `env` and its dotted
+`env.NAME`; `env.name` chooses the environment (bugfix, codefix: arl.env).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cache
 from typing import Any
 
 from arl.checks import check, check_seed
+from arl.env import NAMES, SPLITS, get_environment
 from arl.errors import ArlError
 from arl.gym.env import EnvConfig
-from arl.gym.families import SPLITS
 from arl.losses import AGGREGATIONS, KL_ESTIMATORS
 
 MAX_FLOAT = 1e6  # no coefficient, penalty or temperature of a run is anywhere near this
@@ -39,9 +41,10 @@ CHOICES = {
 }  # fmt: skip
 
 
-def default_env() -> EnvConfig:
-    """The PG trainer's environment: the book's, with the exploit detector on."""
-    return EnvConfig(zero_exploits=True)
+def default_env(name: str = "bugfix") -> Any:
+    """The PG trainer's environment config: the environment's defaults, with the exploit
+    detector on."""
+    return replace(get_environment(name).default_config(), zero_exploits=True)
 
 
 @dataclass(frozen=True)
@@ -55,9 +58,10 @@ class PGConfig:
     group_size: int = 8  # G: episodes per task, for the group baseline (Problem 3)
     temperature: float = 1.0  # sampling temperature; the trainer scores at the same one
     top_p: float = 1.0  # nucleus sampling (not reproduced by the trainer: keep 1.0 for RL)
-    # environment and reward (Problems 7, 8, 9, 12, 13): reward, mixed_alpha, step_penalty,
-    # flaky_prob, flaky_votes, truncation, max_turns, max_call_tokens, zero_exploits
-    env: EnvConfig = field(default_factory=default_env)
+    # environment and reward (Problems 7, 8, 9, 12, 13, 14): name (bugfix or codefix), reward,
+    # mixed_alpha, step_penalty, truncation, max_turns, max_call_tokens, zero_exploits, and the
+    # environment's own (BugFix: flaky_prob, flaky_votes; CodeFix: errors, sandbox)
+    env: Any = field(default_factory=default_env)
     # --- advantages (Problem 4)
     baseline: str = "loo"  # group baseline: loo (leave-one-out), mean, or none
     std_norm: bool = False  # divide by the group std (book: off for verifier rewards)
@@ -114,8 +118,8 @@ class PGConfig:
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 self._refuse(name, f"must be one of {', '.join(allowed)}")
-        if not isinstance(self.env, EnvConfig):
-            self._refuse("env", "must be an EnvConfig")
+        if not isinstance(self.env, env_types()):
+            self._refuse("env", "must be an environment's config (env.name: bugfix or codefix)")
         check("env.max_turns", self.env.max_turns, 1, MAX_TURNS, integer=True)
         if self.minibatches > self.episodes_per_step:
             self._refuse("minibatches", "must be <= episodes")
@@ -168,7 +172,6 @@ FIELD_CHECKS = {
     "bool": lambda v: isinstance(v, bool),
     "str": lambda v: isinstance(v, str),
 }
-ENV_FIELDS = tuple(f.name for f in fields(EnvConfig))
 REMOVED = {"mask_shift": "Problem 28's shifted mask lives in arl/experiments/problems/mutations.py"}
 
 
@@ -176,39 +179,65 @@ def _kind(f) -> str:
     return f.type if isinstance(f.type, str) else f.type.__name__
 
 
+@cache
+def env_types() -> tuple[type, ...]:
+    """The config classes of every environment."""
+    return tuple(type(get_environment(n).default_config()) for n in NAMES)
+
+
+@cache
+def env_kinds() -> dict[str, str]:
+    """Every field of any environment's config -> its kind (a field two share has one kind)."""
+    return {f.name: _kind(f) for t in env_types() for f in fields(t)}
+
+
 def field_kinds() -> dict[str, str]:
     """Every settable key, dotted for the environment ('env.reward'), -> its kind (int, ...)."""
     top = {f.name: _kind(f) for f in fields(PGConfig) if f.name != "env"}
-    return top | {f"env.{f.name}": _kind(f) for f in fields(EnvConfig)}
+    return top | {f"env.{k}": kind for k, kind in env_kinds().items()}
 
 
 def unknown_key(key: str) -> ArlError:
     """The error for a key PGConfig lacks; a pre-nesting flat name points at its dotted one."""
-    if key in ENV_FIELDS:
+    if key in env_kinds():
         return ArlError(f"{key}: now env.{key} (PGConfig holds the environment as env)")
     if key in REMOVED:
         return ArlError(f"{key}: no longer a PGConfig field ({REMOVED[key]})")
     return ArlError(f"{key}: unknown PGConfig field (see examples/pg.json)")
 
 
+def make_env_config(env: dict[str, Any]) -> Any:
+    """The environment config of a dict of its fields; `name` (default bugfix) chooses the
+    environment, and a field that environment lacks is named."""
+    name = env.get("name", "bugfix")
+    if name not in NAMES:
+        raise ArlError(f"env.name: unknown environment {name!r} (choose from {', '.join(NAMES)})")
+    base = default_env(name)
+    own = {f.name for f in fields(base)}
+    for key in env:
+        if key not in own:
+            raise ArlError(f"env.{key}: not a field of the {name} environment's config")
+    try:
+        return replace(base, **env)
+    except ArlError as e:
+        raise ArlError(f"env.{e}") from None
+
+
 def make_config(values: dict[str, Any]) -> PGConfig:
-    """A PGConfig from a dict whose `env` is a dict of EnvConfig fields; names any bad field."""
+    """A PGConfig from a dict whose `env` is a dict of environment-config fields; names any bad
+    field."""
     kinds = field_kinds()
     values = dict(values)
     env = values.pop("env", {})
     if not isinstance(env, dict):
-        raise ArlError(f"env: expected an object of EnvConfig fields, got {env!r}")
+        raise ArlError(f"env: expected an object of environment-config fields, got {env!r}")
     flat = {**values, **{f"env.{k}": v for k, v in env.items()}}
     for key, value in flat.items():
         if key not in kinds:
             raise unknown_key(key)
         if not FIELD_CHECKS[kinds[key]](value):
             raise ArlError(f"{key}: expected {KINDS[kinds[key]]}, got {value!r}")
-    try:
-        env_config = replace(default_env(), **env)
-    except ArlError as e:
-        raise ArlError(f"env.{e}") from None
-    return PGConfig(**values, env=env_config)
+    return PGConfig(**values, env=make_env_config(env))
 
 
 def flat_dict(config: PGConfig) -> dict[str, Any]:
@@ -223,6 +252,8 @@ def flat_saved(saved: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in saved.items() if k != "env" and k not in REMOVED}
     out |= {f"env.{k}": v for k, v in (saved.get("env") or {}).items()}
     if "env" not in saved:  # a checkpoint written before PGConfig held an EnvConfig
-        out = {(f"env.{k}" if k in ENV_FIELDS else k): v for k, v in out.items()}
+        bugfix = {f.name for f in fields(EnvConfig)}
+        out = {(f"env.{k}" if k in bugfix else k): v for k, v in out.items()}
         out.setdefault("env.max_call_tokens", EnvConfig().max_call_tokens)  # fixed back then
+    out.setdefault("env.name", "bugfix")  # written before PGConfig named its environment
     return out

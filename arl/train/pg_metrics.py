@@ -9,10 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from arl.eval.metrics import run_policy
-from arl.gym.env import EnvConfig
-from arl.gym.families import SPLITS
-from arl.gym.tasks import tasks_for
+from arl.env import SPLITS, get_environment
+from arl.eval.metrics import environment_summary, graded, run_policy
 from arl.model import TinyAgent
 from arl.train.pg_config import PGConfig
 from arl.types import Trajectory
@@ -31,7 +29,10 @@ def quantile(parts: list[torch.Tensor], q: float) -> float:
 
 
 def rollout_metrics(trajs: Sequence[Trajectory], config: PGConfig) -> dict[str, Any]:
-    """What a dashboard shows about one step's episodes (Problems 7, 12, 13, 27)."""
+    """What a dashboard shows about one step's episodes (Problems 7, 12, 13, 27), then the
+    environment's own (CodeFix: the edit-apply rate, Problem 14). Episodes whose grading
+    failed for infrastructure reasons are left out of the rates, and counted."""
+    everything, trajs = trajs, graded(trajs)
     outs = [t.outcome for t in trajs]
     hidden = float(np.mean([o.hidden_pass for o in outs]))
     public = float(np.mean([o.public_pass for o in outs]))
@@ -56,6 +57,7 @@ def rollout_metrics(trajs: Sequence[Trajectory], config: PGConfig) -> dict[str, 
         "len_success_p90": _pct(succ, 90),
         "len_failure_p50": _pct(fail, 50),
         "len_failure_p90": _pct(fail, 90),
+        **environment_summary(everything),
     }
 
 
@@ -76,17 +78,19 @@ def update_metrics(stats: list[dict[str, float]], grad_norms: list[float], minib
 
 
 def evaluate_splits(model: TinyAgent, config: PGConfig) -> dict[str, float]:
-    """Hidden-test pass rate on the train and held-out splits (same seed every time)."""
+    """Hidden-test pass rate on the train and held-out splits (same seed every time), scored
+    as `arl eval` scores (the environment's `eval_config`)."""
+    environment = get_environment(config.env.name)
     out = {}
     for split in SPLITS:
         trajs = run_policy(
             model,
-            tasks_for(split),
+            environment.tasks(split),
             samples=config.eval_samples,
             seed=config.seed + 10_007,
-            env_config=EnvConfig(max_turns=config.env.max_turns),
+            env_config=config.env.eval_config(),
         )
-        out[f"eval/{split}_pass"] = float(np.mean([t.passed for t in trajs]))
+        out[f"eval/{split}_pass"] = float(np.mean([t.passed for t in graded(trajs)] or [0.0]))
     return out
 
 

@@ -1,6 +1,7 @@
 """The starting policy of any command: `load_policy(spec)` with spec one of cold (the RL cold
-start), weak (the weak base), untrained (a seeded random TinyAgent), or a checkpoint directory;
-`load_any` adds a real model (`--model PATH_OR_ID`, arl.hf), and `save_policy` writes either.
+start), weak (the weak base), untrained (a seeded random TinyAgent), or a checkpoint directory,
+each for one environment (its vocabulary; BugFix by default); `load_any` adds a real model
+(`--model PATH_OR_ID`, arl.hf), and `save_policy` writes either.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from arl.errors import ArlError
 from arl.experiments import bases
 from arl.experiments.bases import BaseConfig
 from arl.model import TinyAgent, load_checkpoint, read_meta, save_checkpoint
+from arl.rollout import vocab_of
 from arl.runio import atomic_write_json, read_json
-from arl.text import default_vocab
 
 INITS = ("cold", "weak", "untrained")
 EXTRA_FILE = "arl.json"  # beside a real model's weights: what arl adds to from_pretrained's files
@@ -32,17 +33,19 @@ def check_policy_spec(spec: str) -> None:
     raise ArlError(f"{what} {spec!r} (choose from {', '.join(INITS)}, or a checkpoint)")
 
 
-def check_vocab(model: TinyAgent, spec: str) -> TinyAgent:
-    """A loaded policy must speak the gym's vocabulary, or every token id means something else."""
-    if model.config.vocab_size != len(default_vocab()):
+def check_vocab(model: TinyAgent, spec: str, env: str = "bugfix") -> TinyAgent:
+    """A loaded policy must speak the environment's vocabulary, or every token id means
+    something else."""
+    size = len(vocab_of(env))
+    if model.config.vocab_size != size:
         raise ArlError(
             f"checkpoint {spec}: vocabulary size {model.config.vocab_size} "
-            f"does not match the gym's {len(default_vocab())}"
+            f"does not match the {env} environment's {size}"
         )
     return model
 
 
-def load_policy_dir(spec: str) -> TinyAgent:
+def load_policy_dir(spec: str, env: str = "bugfix") -> TinyAgent:
     """A checkpoint directory, or a one-line reason: missing, or a run folder (say its newest)."""
     path = Path(os.path.expanduser(spec))
     if not path.exists():
@@ -52,24 +55,25 @@ def load_policy_dir(spec: str) -> TinyAgent:
         if ckpts:
             raise ArlError(f"{spec} is a run folder; its newest checkpoint is {ckpts[-1]}")
         raise ArlError(f"{spec}: not a checkpoint (no config.json and model.safetensors)")
-    return check_vocab(load_checkpoint(path), spec)
+    return check_vocab(load_checkpoint(path), spec, env)
 
 
-def load_policy(spec: str, seed: int = 0) -> TinyAgent:
-    """cold / weak (cached on disk, built on first use), untrained, or a checkpoint directory."""
+def load_policy(spec: str, seed: int = 0, env: str = "bugfix") -> TinyAgent:
+    """cold / weak (cached on disk, built on first use), untrained, or a checkpoint directory,
+    for the environment `env`."""
     if spec == "cold":
-        return bases.cold_start(BaseConfig(seed=seed))
+        return bases.cold_start(BaseConfig(seed=seed), env)
     if spec == "weak":
-        return bases.weak_base(BaseConfig(seed=seed))
+        return bases.weak_base(BaseConfig(seed=seed), env)
     if spec == "untrained":
-        return bases.new_model(BaseConfig(seed=seed))
+        return bases.new_model(BaseConfig(seed=seed), env)
     check_policy_spec(spec)
-    return load_policy_dir(spec)
+    return load_policy_dir(spec, env)
 
 
 def load_any(
     init: str | None, model: str | None = None, seed: int = 0, device: str = "cpu",
-    dtype: str = "float32",
+    dtype: str = "float32", env: str = "bugfix",
 ):  # fmt: skip
     """A `transformers` causal LM if `model` is given (arl.hf), else `load_policy(init)`."""
     if model:
@@ -81,7 +85,7 @@ def load_any(
     from arl.hf.policy import check_device  # imports torch only; transformers lazily
 
     check_device(device)
-    return load_policy(init or "weak", seed).to(device)
+    return load_policy(init or "weak", seed, env).to(device)
 
 
 def save_policy(model, path: str | Path, extra: dict | None = None) -> Path:

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 import torch
 
 from arl.batch import collate
+from arl.env import Task, environment_of_tasks
 from arl.errors import ArlError
-from arl.eval.metrics import run_policy
-from arl.gym.families import FAMILIES
-from arl.gym.tasks import Task, get_task
+from arl.eval.metrics import graded, run_policy
 from arl.losses import pg_loss, sft_loss, token_logprobs
 from arl.model import TinyAgent
 from arl.rollout import renderer_of
@@ -90,16 +89,18 @@ def first_call(tr: Trajectory, renderer=None) -> str:
 def kept_diagnostics(kept: Sequence[Trajectory], tasks: Sequence[Task], renderer=None) -> dict:
     """What the kept set holds: per-family share, unsolved tasks, first calls, distinct paths."""
     n = max(len(kept), 1)
-    fam = Counter(get_task(tr.task).family for tr in kept)
+    environment = environment_of_tasks(tasks)
+    family = {t.name: t.family for t in tasks}
+    fam = Counter(family[tr.task] for tr in kept)
     unique = dedup_by_actions(kept)
-    fam_dedup = Counter(get_task(tr.task).family for tr in unique)
+    fam_dedup = Counter(family[tr.task] for tr in unique)
     firsts = Counter(first_call(tr, renderer) for tr in kept)
     solved = {tr.task for tr in kept}
     return {
         "kept": len(kept),
         "distinct_action_sequences": len(unique),
-        "family_share": {f: fam[f] / n for f in FAMILIES},
-        "family_share_dedup": {f: fam_dedup[f] / max(len(unique), 1) for f in FAMILIES},
+        "family_share": {f: fam[f] / n for f in environment.families},
+        "family_share_dedup": {f: fam_dedup[f] / max(len(unique), 1) for f in environment.families},
         "tasks_never_kept": sorted(t.name for t in tasks if t.name not in solved),
         "first_calls": dict(firsts.most_common()),
         "first_call_read_share": firsts["read"] / n,
@@ -109,8 +110,9 @@ def kept_diagnostics(kept: Sequence[Trajectory], tasks: Sequence[Task], renderer
 
 
 def select(trajs: Sequence[Trajectory], config: RFTConfig, rng: random.Random) -> list:
-    """Filter, then optionally deduplicate and cap: the kept set of one round."""
-    kept = [tr for tr in trajs if accepts(tr, config.filter)]
+    """Filter, then optionally deduplicate and cap: the kept set of one round (an episode
+    whose grading failed for infrastructure reasons is neither kept nor a failure)."""
+    kept = [tr for tr in graded(trajs) if accepts(tr, config.filter)]
     if config.dedup:
         kept = dedup_by_actions(kept)
     if config.cap_per_task:
@@ -123,15 +125,18 @@ def expert_iteration(
     tasks: Sequence[Task],
     config: RFTConfig = RFTConfig(),
     hook: Hook | None = None,
+    env_config=None,
 ) -> list[dict]:
     """Run the rounds in place; one record per round (sample stats, kept-set diagnostics, and
-    what hook(round, model) returns after the round's fine-tuning)."""
+    what hook(round, model) returns after the round's fine-tuning). `env_config`: the tasks'
+    environment's config (its default when None)."""
     rng = random.Random(config.seed)
+    renderer = renderer_of(model, environment=environment_of_tasks(tasks))
     history = []
     for r in range(config.rounds):
         samples = run_policy(
             model, tasks, config.samples_per_task, seed=config.seed * 100 + r,
-            temperature=config.temperature,
+            temperature=config.temperature, env_config=env_config,
         )  # fmt: skip
         kept = select(samples, config, rng)
         record = {
@@ -139,7 +144,7 @@ def expert_iteration(
             "sampled": len(samples),
             "sample_pass_rate": sum(t.passed for t in samples) / len(samples),
             "filter_pass_rate": sum(accepts(t, config.filter) for t in samples) / len(samples),
-            **kept_diagnostics(kept, tasks, renderer_of(model)),
+            **kept_diagnostics(kept, tasks, renderer),
         }
         if kept:
             sft = SFTConfig(config.steps_per_round, config.batch_size, config.lr,

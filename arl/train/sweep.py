@@ -21,7 +21,7 @@ def run_point(values: dict, init: str) -> dict:
     done = Path(config.out) / f"ckpt-{config.steps:06d}"
     if done.exists():  # finished before a kill: not rerun
         return {"out": config.out, "skipped": True}
-    history = train_pg(load_policy(init, config.seed), config)
+    history = train_pg(load_policy(init, config.seed, config.env.name), config)
     steps = [r for r in history if "reward" in r]
     evals = [r for r in history if any(k.startswith("eval/") for k in r)]
     last = {k: v for k, v in steps[-1].items() if k not in TIMING_KEYS} if steps else {}

@@ -23,9 +23,10 @@ from arl.experiments.problems.common import (
     start,
     tail_mean,
 )
+from arl.gym import default_vocab
 from arl.gym.tasks import tasks_for
 from arl.losses import token_logprobs
-from arl.text import END, default_vocab
+from arl.text import END
 from arl.types import ENV, POLICY, PROMPT, Trajectory
 
 

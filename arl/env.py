@@ -1,0 +1,122 @@
+"""The environment protocol: all that rollouts, trainers and evaluation know of an environment.
+
+An environment is a task source by split and a way to play one task:
+
+    environment = get_environment("codefix")        # or environment_of(task)
+    task = environment.tasks("train")[0]
+    env = environment.make(task, config)            # one episode at a time, Gymnasium-style
+    prompt, info = env.reset(seed=0)                # an Observation: the issue
+    obs, reward, terminated, truncated, outcome = env.step(call)
+    ...                                             # outcome: an Outcome on the last step
+
+A call is the policy's words (TinyAgent: ending in `<end>` when it ended) or a `TextCall` (a
+real model's text); an observation carries both forms (arl.types.Observation). Everything
+else an environment has (its grammar, its tasks' files, its outcome's own fields) stays in its
+package: arl.gym (BugFix, the menu of edit ops) and arl.codefix (CodeFix, free-form replace
+edits graded in a sandbox). tinker-cookbook's Env and SkyRL's BaseTextEnv are the models.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from arl.errors import ArlError
+from arl.types import Observation, Outcome, TextCall
+
+Call = Sequence[str] | TextCall
+History = Sequence[Sequence[str]]  # the words seen so far; history[0] is the prompt
+ScriptedPolicy = Callable[[History, Any], list[str]]  # (history, random.Random) -> call words
+StepResult = tuple[Observation, float, bool, bool, Outcome | None]
+
+
+class Task(Protocol):
+    """What generic code reads of a task: its name, split and family (a per-family breakdown)."""
+
+    name: str
+    split: str
+    family: str
+
+
+class Env(Protocol):
+    """One episode on one task: reset, then step until terminated or truncated."""
+
+    task: Task
+
+    def reset(
+        self, *, seed: int | None = None, options: dict | None = None
+    ) -> tuple[Observation, dict]: ...
+
+    def step(self, call: Call) -> StepResult: ...
+
+    def cut(self) -> Outcome:
+        """End the episode from outside (the rollout's context is full): a truncation."""
+        ...
+
+    def call_text(self, words: Sequence[str]) -> str:
+        """A scripted call's words as the text a real model would write for it."""
+        ...
+
+
+class Environment(Protocol):
+    """An environment: its tasks, its episodes, its scripted policies and its vocabulary."""
+
+    name: str
+    families: tuple[str, ...]
+    splits: tuple[str, ...]
+    system_prompt: str  # the tool grammar, as a real model's system message
+
+    def default_config(self) -> Any: ...
+
+    def tasks(self, split: str) -> tuple[Task, ...]: ...
+
+    def get_task(self, name: str) -> Task: ...
+
+    def make(self, task: Task, config: Any = None) -> Env: ...
+
+    def words(self) -> tuple[str, ...]:
+        """Every word it shows or accepts, in a fixed order: TinyAgent's vocabulary."""
+        ...
+
+    def scripted(self, name: str) -> ScriptedPolicy: ...
+
+    def scripted_names(self) -> tuple[str, ...]: ...
+
+
+SPLITS = ("train", "heldout")  # every environment's task splits: trained on, and held out
+
+# name -> "module:attribute" of the Environment; imported on first use
+REGISTRY = {"bugfix": "arl.gym.environment:BUGFIX"}
+NAMES = tuple(REGISTRY)
+
+
+def get_environment(name: str) -> Environment:
+    """The environment registered as `name`; an unknown name is a one-line error."""
+    if name not in REGISTRY:
+        raise ArlError(f"unknown environment {name!r} (choose from {', '.join(REGISTRY)})")
+    module, attr = REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def environment_of(task: Task) -> Environment:
+    """The environment a task belongs to (its class names it: `env`)."""
+    return get_environment(getattr(task, "env", "bugfix"))
+
+
+def environment_of_tasks(tasks: Sequence[Task]) -> Environment:
+    """The one environment of a batch of tasks; tasks of two environments are an error."""
+    names = {getattr(t, "env", "bugfix") for t in tasks}
+    if len(names) > 1:
+        raise ArlError(f"tasks of several environments in one batch: {', '.join(sorted(names))}")
+    return get_environment(names.pop() if names else "bugfix")
+
+
+def config_for(environment: Environment, config: Any) -> Any:
+    """`config`, or the environment's default; a config of another environment is refused."""
+    if config is None:
+        return environment.default_config()
+    name = getattr(config, "name", environment.name)
+    if name != environment.name:
+        raise ArlError(f"env.name: {name!r} config given to the {environment.name} environment")
+    return config
