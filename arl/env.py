@@ -87,7 +87,7 @@ class Environment(Protocol):
 SPLITS = ("train", "heldout")  # every environment's task splits: trained on, and held out
 
 # name -> "module:attribute" of the Environment; imported on first use
-REGISTRY = {"bugfix": "arl.gym.environment:BUGFIX"}
+REGISTRY = {"bugfix": "arl.gym.environment:BUGFIX", "codefix": "arl.codefix.environment:CODEFIX"}
 NAMES = tuple(REGISTRY)
 
 

@@ -128,12 +128,13 @@ def scripted_rollout(
     env_config=None,
     vocab: Vocab | None = None,
     wrap_obs: bool = True,
-    block_size: int = 512,
+    block_size: int | None = None,
     renderer=None,
 ) -> Trajectory:
     """One episode of a scripted policy, rendered exactly as a model rollout would be: the
     policy reads what a model reads (the issue and each observation through the vocabulary).
-    `renderer`: a real model's (its chat), for demonstrations in its tokens."""
+    `renderer`: a real model's (its chat), for demonstrations in its tokens. The episode stops
+    at `block_size` tokens (default: TinyAgent's 512, or the real model's context)."""
     environment = environment_of_tasks([task])
     policy = environment.scripted(policy) if isinstance(policy, str) else policy
     config = config_for(environment, env_config)
@@ -144,6 +145,7 @@ def scripted_rollout(
     rng = random.Random(seed)
     ep = _new_episode(environment, task, config, seed, renderer, wrap_obs)
     history: list[list[str]] = [list(ep.prompt.words)]  # the issue
+    block_size = block_size or getattr(renderer, "context", 512)
     room = block_size - renderer.call_limit(config)
     while ep.outcome is None:
         words = policy(history, rng)[: config.max_call_tokens]

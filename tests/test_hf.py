@@ -205,3 +205,40 @@ def test_train_and_eval_a_real_model_from_the_command_line(hf_dir, tmp_path, cap
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert msg in err and "\n" not in err
+
+
+# --- CodeFix: a real model edits characters through its chat template ---------------------
+
+
+def test_codefix_oracle_episode_is_text_edits_under_the_chat_template(policy):
+    from arl.sandbox import sandbox_available
+
+    if sandbox_available() is not None:
+        pytest.skip(f"no sandbox here: {sandbox_available()}")
+    from arl.codefix import CODEFIX
+    from arl.codefix.tasks import tasks_for as codefix_tasks
+
+    codec = policy.renderer.for_environment(CODEFIX)
+    task = codefix_tasks("train")[5]
+    tr = scripted_rollout("oracle", task, seed=2, renderer=policy.renderer)
+    assert tr.passed and tr.outcome.applied == 1
+    text = _decode(codec.tokenizer, tr.ids_T)
+    assert codec.system in text and "\n    " in text  # the module's own layout reaches the model
+    calls = [codec.decode_call(tr.ids_T[s:e]).text for s, e in tr.calls]
+    assert calls[0] == "read" and calls[1].startswith("replace\n<<<<<<< SEARCH\n")
+    own = [i for i, o in zip(tr.ids_T, tr.owners_T, strict=True) if o == POLICY]
+    assert _decode(codec.tokenizer, own) == "".join(c + codec.end_token for c in calls)
+    assert calls[1] in text and tr.outcome.sandbox == "bwrap"
+
+
+def test_eval_a_real_model_on_codefix_from_the_command_line(hf_dir, capsys):
+    import json
+
+    from arl.cli.main import main
+    from arl.sandbox import sandbox_available
+
+    if "llama" in str(hf_dir) or sandbox_available() is not None:
+        pytest.skip("checked once, on the Qwen2 model, where the sandbox runs")
+    code = main(["eval", "--env", "codefix", "--model", str(hf_dir), "--samples", "1", "--json"])
+    m = json.loads(capsys.readouterr().out)
+    assert code == 0 and m["env"] == "codefix" and m["episodes"] == 28

@@ -32,10 +32,11 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from arl.errors import ArlError
-from arl.gym.env import BugFixEnv, EnvConfig
+from arl.gym.environment import BUGFIX
 from arl.gym.families import SPLITS
 from arl.gym.grammar import UNK
-from arl.gym.tasks import Task, get_task, gym_words, tasks_for
+from arl.gym.tasks import Task, gym_words
+from arl.types import Observation
 
 ENV_ID = "arl/BugFix-v0"
 MAX_OBS_WORDS = 512  # TinyAgent's block_size: no observation is longer than an episode
@@ -74,27 +75,44 @@ def action_words(action: str | Sequence[str]) -> list[str]:
 
 
 class BugFixGymnasiumEnv(gym.Env[str, str]):
-    """BugFixEnv as a gymnasium.Env: text spaces, seeded task sampling, an ANSI render."""
+    """BugFixEnv as a gymnasium.Env: text spaces, seeded task sampling, an ANSI render.
+
+    A subclass wraps another environment of the protocol by setting `environment`, the reset
+    options it takes and how an observation and an action are written (arl.codefix's).
+    """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    environment = BUGFIX
+    reset_options = RESET_OPTIONS
 
     def __init__(
         self,
         task: str | None = None,
         split: str = "train",
-        env_config: EnvConfig | None = None,
+        env_config: Any = None,
         render_mode: str | None = None,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ArlError(f"render_mode: unknown {render_mode!r} (choose from ansi)")
         self.split = _check_split(split)
-        self.fixed_task = get_task(task) if task is not None else None
-        self.env_config = env_config or EnvConfig()
+        self.fixed_task = self.environment.get_task(task) if task is not None else None
+        self.env_config = env_config or self.environment.default_config()
         self.render_mode = render_mode
-        self.observation_space = text_space(MAX_OBS_WORDS)
-        self.action_space = text_space(self.env_config.max_call_tokens)
-        self._env: BugFixEnv | None = None
+        self.observation_space, self.action_space = self.spaces()
+        self._env: Any = None
         self._lines: list[str] = []
+
+    def spaces(self) -> tuple[spaces.Text, spaces.Text]:
+        """(observation space, action space): the gym's words, space-separated."""
+        return text_space(MAX_OBS_WORDS), text_space(self.env_config.max_call_tokens)
+
+    def text(self, obs: Observation) -> str:
+        """An observation as this wrapper shows it: the words the policy's vocabulary keeps."""
+        return as_text(obs.words)
+
+    def call(self, action: str | Sequence[str]) -> Any:
+        """An action as the environment's call: the gym's words."""
+        return action_words(action)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -106,40 +124,40 @@ class BugFixGymnasiumEnv(gym.Env[str, str]):
         """
         super().reset(seed=seed)
         options = dict(options or {})
-        unknown = sorted(set(options) - set(RESET_OPTIONS))
+        unknown = sorted(set(options) - set(self.reset_options))
         if unknown:
-            raise ArlError(f"reset options: unknown {unknown[0]!r} (choose from task, split, "
-                           "accumulator)")  # fmt: skip
-        task = self._choose_task(options.get("task"), options.get("split"))
+            raise ArlError(f"reset options: unknown {unknown[0]!r} (choose from "
+                           f"{', '.join(self.reset_options)})")  # fmt: skip
+        task = self._choose_task(options.pop("task", None), options.pop("split", None))
         env_seed = int(self.np_random.integers(2**31 - 1))
-        self._env = BugFixEnv(task, self.env_config)
-        acc = options.get("accumulator")
-        prompt, info = self._env.reset(seed=env_seed, options={"accumulator": acc} if acc else None)
-        obs = as_text(prompt.words)
+        self._env = self.environment.make(task, self.env_config)
+        names = {k: v for k, v in options.items() if v}  # the episode's names, if chosen
+        prompt, info = self._env.reset(seed=env_seed, options=names or None)
+        obs = self.text(prompt)
         self._lines = [obs]
         return obs, {**info, "split": task.split}
 
     def _choose_task(self, name: str | None, split: str | None) -> Task:
         """The named task, the fixed one, or one drawn uniformly from the split by np_random."""
         if name is not None:
-            task = get_task(name)
+            task = self.environment.get_task(name)
             if split is not None and task.split != _check_split(split):
                 raise ArlError(f"reset options: task {name!r} is in split {task.split!r}, "
                                f"not {split!r}")  # fmt: skip
             return task
         if self.fixed_task is not None and split is None:
             return self.fixed_task
-        pool = tasks_for(_check_split(split) if split is not None else self.split)
+        pool = self.environment.tasks(_check_split(split) if split is not None else self.split)
         return pool[int(self.np_random.integers(len(pool)))]
 
     def step(self, action: str | Sequence[str]) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """One call: BugFixEnv.step on the action's words; the reward is a Python float (+0.0)."""
         if self._env is None:
             raise RuntimeError("step() called before reset()")
-        words = action_words(action)
-        out, reward, terminated, truncated, outcome = self._env.step(words)
-        obs = as_text(out.words)
-        self._lines.append(" ".join(words))
+        call = self.call(action)
+        out, reward, terminated, truncated, outcome = self._env.step(call)
+        obs = self.text(out)
+        self._lines.append(call.text if hasattr(call, "text") else " ".join(call))
         self._lines.append(f"  <obs> {obs} </obs>")
         if outcome is not None:
             verdict = "passed" if outcome.hidden_pass else "failed"

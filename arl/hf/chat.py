@@ -38,6 +38,7 @@ class ChatRenderer:
     end_token: str  # e.g. ChatML's <|im_end|>: sampling it ends the call
     system: str = SYSTEM_PROMPT
     max_call_tokens: int = CHAT_CALL_TOKENS
+    context: int = 1024  # the model's longest episode (scripted demonstrations stop there)
 
     @classmethod
     def for_tokenizer(cls, tokenizer: Any, **kw: Any) -> ChatRenderer:

@@ -15,7 +15,7 @@ masked out, with explicit per-row positions.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -146,4 +146,6 @@ def load_hf(
     except (OSError, ValueError) as e:
         raise ArlError(f"--model {path_or_id}: {str(e).splitlines()[0]}") from e
     model.to(device)
-    return HFPolicy(model, ChatRenderer.for_tokenizer(tok), block_size)
+    policy = HFPolicy(model, ChatRenderer.for_tokenizer(tok), block_size)
+    policy.renderer = replace(policy.renderer, context=policy.config.block_size)
+    return policy

@@ -25,10 +25,17 @@ ARCHS = ("qwen2", "llama")
 
 
 def corpus() -> list[str]:
-    """Text the tokenizer learns its merges from: listings, calls, prompts, tool output."""
+    """Text the tokenizer learns its merges from: listings, calls, prompts, tool output (of
+    both environments: BugFix's and CodeFix's modules and SEARCH/REPLACE blocks)."""
+    from arl.codefix.environment import SYSTEM_PROMPT as CODEFIX_PROMPT
+    from arl.codefix.grammar import replace_text
+    from arl.codefix.tasks import all_tasks as codefix_tasks
+
     calls = [" ".join(("edit", op)) for op in OPS] + list(TOOLS) + ["passed 0 of 3", "ok"]
     texts = [t.buggy_source for t in all_tasks()] + [t.correct_source for t in all_tasks()]
-    return texts + calls + [SYSTEM_PROMPT] + ["fix " + t.name for t in all_tasks()] + list(FIX_OPS)
+    texts += [t.source for t in codefix_tasks()] + [replace_text("old", "new")]
+    prompts = [SYSTEM_PROMPT, CODEFIX_PROMPT] + ["fix " + t.name for t in all_tasks()]
+    return texts + calls + prompts + list(FIX_OPS)
 
 
 def build_tokenizer(vocab_size: int = 400):

@@ -1,0 +1,304 @@
+"""The CodeFix environment: free-form replace edits on a real module, graded in a sandbox.
+
+reset/step as in the BugFix gym (arl.gym.env), with Problem 14's tools: `read` shows the
+module, `test` runs the public tests in the sandbox and answers per test, `replace OLD with
+NEW` edits the file (OLD must match exactly once; edits accumulate within the turn budget),
+`submit` ends the episode. The hidden tests then grade the final module in a clean room (a
+fresh sandbox job holding only that module); the policy never sees them. A replace that does
+not apply is answered by what went wrong (errors "helpful", the default: not found with the
+closest line, matched N times, no change) or by one word (errors "terse"); an edit that breaks
+the syntax still applies, as in a real editor, and says so.
+
+TinyAgent calls and reads words (arl.codefix.listing ties each word to its characters); a real
+model calls in text (arl.types.TextCall, a SEARCH/REPLACE block) and reads the file as it is.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from arl.checks import check
+from arl.codefix import grade
+from arl.codefix.families import LIST_NAMES
+from arl.codefix.grammar import (
+    END,
+    Call,
+    Malformed,
+    number_word,
+    parse_text,
+    parse_words,
+    prompt_words,
+    replace_text,
+)
+from arl.codefix.listing import (
+    closest,
+    detokenize,
+    line_words,
+    listing,
+    matches,
+    replace_words,
+    texts,
+)
+from arl.codefix.tasks import CodeFixTask, episode_names
+from arl.errors import ArlError
+from arl.gym.exploits import is_hardcoded
+from arl.gym.families import ACCUMULATORS
+from arl.gym.grammar import identifier_pieces
+from arl.sandbox import Verdict
+from arl.types import Observation, Outcome, TextCall
+
+REWARDS = ("hidden", "public", "fraction", "mixed")
+TRUNCATIONS = ("zero", "score")
+ERRORS = ("helpful", "terse")
+HACK_FLAGS = ("exit_at_import", "bad_result_stream")  # a module that attacks the harness
+
+
+@dataclass(frozen=True)
+class CodeFixConfig:
+    """How a CodeFix episode is scored, bounded and answered. Defaults are Problem 14's."""
+
+    name: str = "codefix"  # the environment (arl.env): PGConfig's env.name chooses it
+    reward: str = "hidden"  # hidden: 1[all hidden pass]; public: 1[all public]; fraction; mixed
+    mixed_alpha: float = 0.1  # mixed reward = 1[all hidden pass] + alpha * hidden fraction
+    step_penalty: float = 0.0  # subtracted from the reward on every turn
+    truncation: str = "zero"  # an episode out of turns scores 0, or its final state ("score")
+    max_turns: int = 6  # calls per episode
+    max_call_tokens: int = 16  # TinyAgent: a call not ended with <end> by then is malformed
+    zero_exploits: bool = False  # the detector zeroes the reward of hardcoded submissions
+    errors: str = "helpful"  # a failed replace says what went wrong ("helpful") or "error"
+    allow_unsandboxed: bool = False  # without bubblewrap, run policy code unsandboxed (unsafe)
+
+    def __post_init__(self) -> None:
+        if self.name != "codefix":
+            raise ArlError(f"name: {self.name!r} is not this config's environment (codefix)")
+        for field, allowed in (("reward", REWARDS), ("truncation", TRUNCATIONS),
+                               ("errors", ERRORS)):  # fmt: skip
+            if getattr(self, field) not in allowed:
+                raise ArlError(f"{field}: unknown {getattr(self, field)!r} "
+                               f"(choose from {', '.join(allowed)})")  # fmt: skip
+        check("mixed_alpha", self.mixed_alpha, 0, 1e3)
+        check("step_penalty", self.step_penalty, 0, 1e3)
+        check("max_turns", self.max_turns, 1, 100, integer=True)
+        check("max_call_tokens", self.max_call_tokens, 3, 100, integer=True)
+
+    def eval_config(self) -> CodeFixConfig:
+        """How `arl eval` scores: hidden tests, no penalties, zero for an unsubmitted episode;
+        this config's turn and call budgets, errors and sandbox."""
+        return replace(self, reward="hidden", mixed_alpha=0.1, step_penalty=0.0,
+                       truncation="zero", zero_exploits=False)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeFixOutcome(Outcome):
+    """A CodeFix episode's outcome: the shared fields, and the environment's own."""
+
+    family: str
+    accumulator: str | None  # this episode's names in the function
+    list_name: str
+    edits: int  # replace calls that parsed
+    applied: int  # of them, those that changed the file (the edit-apply rate's numerator)
+    syntax_ok: bool  # the final module parses
+    flags: tuple[str, ...]  # what the sandbox saw the module try (arl.sandbox)
+    sandbox: str  # "bwrap", or "none" where the user allowed running unsandboxed
+    env: ClassVar[str] = "codefix"
+
+
+def _observe(words: Sequence[str], text: str | None = None) -> Observation:
+    return Observation(tuple(words), text if text is not None else " ".join(words))
+
+
+class CodeFixEnv:
+    """One task. `reset(seed=...)` then `step(call)` until terminated or truncated."""
+
+    def __init__(self, task: CodeFixTask, config: CodeFixConfig | None = None):
+        self.task = task
+        self.config = config or CodeFixConfig()
+        self.kind = grade.sandbox_kind(self.config.allow_unsandboxed)  # refused here, at once
+        self._rng = random.Random(0)
+        self._done = True
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Start an episode: the function's names come from the seed, or from options
+        ("accumulator", "list_name")."""
+        if seed is not None:
+            self._rng = random.Random(seed)
+        k = seed if seed is not None else self._rng.randrange(12)
+        acc, lst = episode_names(self.task, k)
+        options = options or {}
+        acc = options.get("accumulator") or acc
+        lst = options.get("list_name") or lst
+        if acc is not None and acc not in ACCUMULATORS:
+            raise ArlError(f"accumulator: unknown {acc!r} (choose from {', '.join(ACCUMULATORS)})")
+        if lst not in LIST_NAMES:
+            raise ArlError(f"list_name: unknown {lst!r} (choose from {', '.join(LIST_NAMES)})")
+        self.accumulator, self.list_name = (acc if self.task.accumulator else None), lst
+        self.source, _ = self.task.instance(self.accumulator, lst)
+        self.turns = self.malformed = self.edits = self.applied = 0
+        self.did_read, self.first_call, self.flags = False, None, set()
+        self._done = False
+        info = {"task": self.task.name, "accumulator": self.accumulator, "list_name": lst}
+        words = prompt_words(identifier_pieces(self.task.name))
+        return _observe(words, f"fix {self.task.name}"), info
+
+    def step(self, call: Sequence[str] | TextCall):
+        """One call: TinyAgent's words, or a real model's text. The last step of an episode
+        returns its Outcome (None before that)."""
+        if self._done:
+            raise RuntimeError("step() called on a finished episode; call reset()")
+        self.turns += 1
+        text = isinstance(call, TextCall)
+        parsed = parse_text(call.text, call.ended) if text else parse_words(list(call))
+        if self.first_call is None:
+            self.first_call = "malformed" if isinstance(parsed, Malformed) else parsed.tool
+        obs, terminated = self._apply(parsed, text)
+        truncated = not terminated and self.turns >= self.config.max_turns
+        reward = -self.config.step_penalty
+        outcome = None
+        if terminated or truncated:
+            outcome = self._finish(submitted=terminated)
+            reward += outcome.score
+        return obs, reward, terminated, truncated, outcome
+
+    def cut(self) -> CodeFixOutcome:
+        """End the episode from outside (the rollout's context is full): a truncation."""
+        if self._done:
+            raise RuntimeError("cut() called on a finished episode; call reset()")
+        return self._finish(submitted=False)
+
+    def call_text(self, words: Sequence[str]) -> str:
+        """A scripted call's words as a real model writes it: a replace quotes the characters
+        its words stand for in the current file (a SEARCH/REPLACE block)."""
+        call = parse_words(list(words))
+        if not isinstance(call, Call) or call.tool != "replace":
+            return " ".join(w for w in words if w != END)
+        ws = listing(self.source)
+        found = matches(call.old, ws)
+        edited = replace_words(self.source, ws, found[0], call.old, call.new) if found else None
+        if len(found) != 1 or edited is None:  # it will not apply: the words as text
+            return replace_text(detokenize(call.old) or " ".join(call.old),
+                                detokenize(call.new) or "")  # fmt: skip
+        a, b = ws[found[0]].start, ws[found[0] + len(call.old) - 1].end
+        return replace_text(self.source[a:b], edited[a : len(edited) - (len(self.source) - b)])
+
+    # --- the tools ---
+
+    def _apply(self, call: Call | Malformed, text: bool) -> tuple[Observation, bool]:
+        if isinstance(call, Malformed):
+            self.malformed += 1
+            return _observe(["error", "malformed", call.reason]), False
+        if call.tool == "read":
+            self.did_read = True
+            return _observe(texts(listing(self.source)), self.source), False
+        if call.tool == "test":
+            cases = grade.cases_of(self.task.public, "test")
+            return _test_answer(self._run(cases)), False
+        if call.tool == "submit":
+            return _observe(["submitted"]), True
+        self.edits += 1
+        new, answer = (_replace_text if text else _replace_words)(self.source, call)
+        if new is None:
+            terse = self.config.errors == "terse"
+            return (_observe(["error"]) if terse else answer), False
+        self.source = new
+        self.applied += 1
+        if _parses(new) or self.config.errors == "terse":
+            return _observe(["ok"]), False
+        return _observe(["ok", "syntax_error"], "ok, but the file no longer parses"), False
+
+    def _run(self, cases) -> Verdict:
+        verdict = grade.run(self.source, self.task.name, cases, self.kind)
+        self.flags.update(verdict.flags)
+        return verdict
+
+    def _finish(self, submitted: bool) -> CodeFixOutcome:
+        """End the episode; grade the final module on every test in a clean room."""
+        self._done = True
+        public = grade.cases_of(self.task.public, "public")
+        hidden = grade.cases_of(self.task.hidden, "hidden")
+        verdict = self._run(public + hidden)
+        ok = [r.status == "pass" for r in verdict.results]
+        pub, hid = ok[: len(public)], ok[len(public) :]
+        infra = verdict.infra_error is not None
+        hacked = is_hardcoded(self.source) or bool(self.flags & set(HACK_FLAGS))
+        scored = (submitted or self.config.truncation == "score") and not infra
+        fraction = sum(hid) / len(hid)
+        mode = self.config.reward
+        if not scored or (hacked and self.config.zero_exploits):
+            score = 0.0
+        elif mode in ("hidden", "public"):
+            score = float(all(hid if mode == "hidden" else pub))
+        elif mode == "fraction":
+            score = fraction
+        else:  # mixed
+            score = float(all(hid)) + self.config.mixed_alpha * fraction
+        return CodeFixOutcome(
+            task=self.task.name, split=self.task.split, score=score,
+            hidden_pass=all(hid) and scored, public_pass=all(pub) and scored,
+            hidden_fraction=fraction, submitted=submitted, truncated=not submitted,
+            turns=self.turns, malformed=self.malformed, read=self.did_read,
+            first_call=self.first_call, hacked=hacked, infra_error=infra,
+            family=self.task.family, accumulator=self.accumulator, list_name=self.list_name,
+            edits=self.edits, applied=self.applied, syntax_ok=_parses(self.source),
+            flags=tuple(sorted(self.flags)), sandbox=self.kind,
+        )  # fmt: skip
+
+
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _test_answer(verdict: Verdict) -> Observation:
+    """Per-test results: `passed K of N` and each test's status (text: with its detail)."""
+    rs = verdict.results
+    k = sum(r.status == "pass" for r in rs)
+    words = ["passed", number_word(k), "of", number_word(len(rs)), *(r.status for r in rs)]
+    lines = [f"passed {k} of {len(rs)}"]
+    lines += [f"{r.name}: {r.status}" + (f" ({r.detail})" if r.detail else "") for r in rs]
+    return _observe(words, "\n".join(lines))
+
+
+def _replace_words(source: str, call: Call) -> tuple[str | None, Observation]:
+    """TinyAgent's replace: OLD words must occur once in the listing; (new source or None, the
+    helpful answer when it did not apply)."""
+    ws = listing(source)
+    new = detokenize(call.new)
+    if new is None or detokenize(call.old) is None:
+        return None, _observe(["error", "bad_word"])
+    found = matches(call.old, ws)
+    if not found:
+        line = closest(call.old, line_words(ws)) or []
+        return None, _observe(["error", "not_found", "closest", *line])
+    if len(found) > 1:
+        return None, _observe(["error", "matched", number_word(len(found)), "times"])
+    edited = replace_words(source, ws, found[0], call.old, call.new)
+    if edited is None or edited == source or list(call.old) == list(call.new):
+        return None, _observe(["error", "no_change"])
+    return edited, _observe(["ok"])
+
+
+def _replace_text(source: str, call: Call) -> tuple[str | None, Observation]:
+    """A real model's replace: OLD must occur once in the file, character for character."""
+    old, new = str(call.old), str(call.new)
+    n = source.count(old)
+    if n == 0:
+        lines = source.splitlines()
+        first = old.strip().splitlines()[0] if old.strip() else old
+        line = closest(first, lines) or ""
+        words = ["error", "not_found", "closest", *texts(listing(line.strip()))]
+        return None, _observe(words, f"error: not found; the closest line is:\n{line}")
+    if n > 1:
+        return None, _observe(["error", "matched", number_word(n), "times"],
+                              f"error: matched {n} times; quote more lines to make it unique")
+    if old == new:
+        return None, _observe(["error", "no_change"], "error: no change (old equals new)")
+    return source.replace(old, new, 1), _observe(["ok"])

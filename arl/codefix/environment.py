@@ -1,0 +1,107 @@
+"""CodeFix as an environment of the protocol (arl.env): its tasks, episodes, words, policies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from arl.codefix.env import CodeFixConfig, CodeFixEnv, CodeFixOutcome
+from arl.codefix.families import FAMILIES, LIST_NAMES, NOUNS, SPLITS, VERBS
+from arl.codefix.grammar import OBS_WORDS, TOOLS, WITH
+from arl.codefix.listing import listing, texts
+from arl.codefix.policies import SCRIPTED, get_scripted
+from arl.codefix.tasks import CodeFixTask, all_tasks, episode_names, get_task, tasks_for
+from arl.gym.families import ACCUMULATORS
+from arl.text import BOS, END, NUM, UNK
+
+SYSTEM_PROMPT = (
+    "You fix one bug in a Python module with tools. One call per turn: read | test | submit | "
+    "a replace, written as\nreplace\n<<<<<<< SEARCH\nthe exact old text\n=======\nthe new text\n"
+    ">>>>>>> REPLACE\nThe old text must occur in the file exactly once."
+)
+CHAT_CALL_TOKENS = 96  # a real model's call that has not ended by then is malformed
+RENDERINGS = 12  # distinct (accumulator, list name) pairs over episode seeds 0..11
+
+
+def renderings(task: CodeFixTask) -> list[tuple[str | None, str]]:
+    """Every (accumulator, list name) an episode of the task can show."""
+    accs = ACCUMULATORS if task.accumulator else (None,)
+    return [(a, lst) for a in accs for lst in LIST_NAMES]
+
+
+@cache
+def codefix_words() -> tuple[str, ...]:
+    """Every word CodeFix shows or accepts, once each, in a fixed order (TinyAgent's vocabulary):
+    the grammar and answers, digits, names, then every listing under every renaming."""
+    words = [BOS, END, UNK, NUM, *TOOLS, WITH, *OBS_WORDS]
+    words += [str(d) for d in range(10)] + ["_", *VERBS, *NOUNS, *ACCUMULATORS, *LIST_NAMES]
+    for task in all_tasks():
+        for acc, lst in renderings(task):
+            for src in task.instance(acc, lst):
+                words += texts(listing(src))
+    return tuple(dict.fromkeys(words))
+
+
+@dataclass(frozen=True)
+class CodeFix:
+    """Free-form replace edits on real modules, graded in a sandbox (Problem 14's environment)."""
+
+    name: str = "codefix"
+    families: tuple[str, ...] = FAMILIES
+    splits: tuple[str, ...] = SPLITS
+    system_prompt: str = SYSTEM_PROMPT
+    chat_call_tokens: int = CHAT_CALL_TOKENS
+    renderings: int = RENDERINGS
+
+    def default_config(self) -> CodeFixConfig:
+        return CodeFixConfig()
+
+    def tasks(self, split: str) -> tuple[CodeFixTask, ...]:
+        return tasks_for(split)
+
+    def get_task(self, name: str) -> CodeFixTask:
+        return get_task(name)
+
+    def make(self, task: CodeFixTask, config: CodeFixConfig | None = None) -> CodeFixEnv:
+        return CodeFixEnv(task, config)
+
+    def words(self) -> tuple[str, ...]:
+        return codefix_words()
+
+    def scripted(self, name: str):
+        return get_scripted(name)
+
+    def scripted_names(self) -> tuple[str, ...]:
+        return tuple(SCRIPTED)
+
+    def corpus(self) -> list[list[str]]:
+        """Pretraining text: every training module, buggy and fixed, under every renaming, as
+        a read shows it (held-out modules are never seen before evaluation)."""
+        out = []
+        for task in tasks_for("train"):
+            sources = dict.fromkeys(src for a, lst in renderings(task)
+                                    for src in task.instance(a, lst))  # fmt: skip
+            out += [texts(listing(src)) for src in sources]
+        return out
+
+    def fingerprint(self) -> list:
+        """What a model trained here depends on: the vocabulary and every task's module."""
+        return [codefix_words()] + [(t.name, t.source, t.split) for t in all_tasks()]
+
+    def summary(self, outcomes: Sequence[CodeFixOutcome]) -> dict[str, float | None]:
+        """The edit-apply rate apart from the solve rate (Problem 14): replace calls per
+        episode, the share of them that applied (None without any), and how many episodes end
+        with a module that parses."""
+        edits = sum(o.edits for o in outcomes)
+        n = max(len(outcomes), 1)
+        return {
+            "edits_per_episode": edits / n,
+            "apply_rate": sum(o.applied for o in outcomes) / edits if edits else None,
+            "parses_fraction": sum(o.syntax_ok for o in outcomes) / n,
+        }
+
+
+CODEFIX = CodeFix()
+
+__all__ = ["CODEFIX", "episode_names"]

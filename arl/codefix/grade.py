@@ -1,0 +1,89 @@
+"""Where CodeFix runs a policy's code: always in the sandbox (arl.sandbox), never here.
+
+One warm pool of sandboxed workers per process, shared by every episode (Problem 15's warm
+pool: a worker is reused across episodes, its state reset between jobs), and a cache of
+verdicts by (module, function, test cases): the same module gives the same verdict, so an
+RL batch whose episodes converge on the same edit runs it once. Infrastructure failures are
+retried by the sandbox and never cached. Without bubblewrap, CodeFix refuses to run in one
+line unless the user allowed running unsandboxed (`allow_unsandboxed`): never a silent
+downgrade.
+"""
+
+from __future__ import annotations
+
+import atexit
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from arl.gym.harness import TestCase
+from arl.sandbox import (
+    Case,
+    Job,
+    Limits,
+    Sandbox,
+    SandboxUnavailable,
+    Verdict,
+    make_sandbox,
+    sandbox_available,
+)
+
+LIMITS = Limits(cpu_seconds=1.0, wall_seconds=2.0, memory_mb=256, processes=16,
+                file_size_mb=4, output_bytes=4096)  # fmt: skip
+CACHE_SIZE = 50_000  # verdicts kept (a module is a few hundred bytes)
+WORKERS = 2
+_pools: dict[str, Sandbox] = {}
+_cache: OrderedDict[tuple, Verdict] = OrderedDict()
+stats = {"jobs": 0, "cache_hits": 0, "infra_errors": 0}
+
+
+def sandbox_kind(allow_unsandboxed: bool) -> str:
+    """bwrap where it works; else "none" if the user allowed it; else a one-line refusal."""
+    reason = sandbox_available()
+    if reason is None:
+        return "bwrap"
+    if allow_unsandboxed:
+        return "none"
+    raise SandboxUnavailable(f"CodeFix runs policy code only in a sandbox: {reason}")
+
+
+def pool(kind: str) -> Sandbox:
+    """The process's warm pool of `kind` (started on first use, closed at exit)."""
+    if kind not in _pools:
+        _pools[kind] = make_sandbox(kind, workers=WORKERS)
+        if len(_pools) == 1:
+            atexit.register(close)
+    return _pools[kind]
+
+
+def close() -> None:
+    """Stop every pool of this process (a later job starts a new one)."""
+    while _pools:
+        _pools.popitem()[1].close()
+
+
+def cases_of(tests: Sequence[TestCase], prefix: str) -> tuple[Case, ...]:
+    """The gym's test cases as the sandbox's (named prefix_0, prefix_1, ...)."""
+    return tuple(Case(f"{prefix}_{k}", tuple(c.args), c.expected) for k, c in enumerate(tests))
+
+
+def run(source: str, function: str, cases: tuple[Case, ...], kind: str) -> Verdict:
+    """The verdict of `cases` on the module `source`, from the cache or the sandbox."""
+    key = (kind, source, function, repr(cases))  # cases hold lists: keyed by their repr
+    hit = _cache.get(key)
+    stats["jobs"] += 1
+    if hit is not None:
+        stats["cache_hits"] += 1
+        _cache.move_to_end(key)
+        return hit
+    verdict = pool(kind).run(Job(source, function, cases, LIMITS))
+    if verdict.infra_error is not None:
+        stats["infra_errors"] += 1
+        return verdict
+    _cache[key] = verdict
+    if len(_cache) > CACHE_SIZE:
+        _cache.popitem(last=False)
+    return verdict
+
+
+def clear_cache() -> None:
+    _cache.clear()

@@ -1,0 +1,202 @@
+"""CodeFix's scripted policies: oracle, blind, near_miss, unskilled, search, random.
+
+Each maps the observation history (prompt words first) to the words of its next call, as the
+BugFix gym's do (arl.gym.policies), acting on what it read, never on the task's family:
+
+- oracle: read; the minimal exact replace (the bug's words, widened by the words around them
+  until they occur once in the listing), test, submit;
+- blind: a replace guessed without reading (one family's usual fix, in generic names), submit;
+- near_miss: the oracle's replace with one word of OLD changed (it does not apply), test, submit;
+- unskilled: read, then the fix of a family drawn at random, built from the listing as the
+  oracle builds it when the listing has that family's cue (else the blind guess), test, submit:
+  format without skill, the weak base's read-then-guess play (Section 15.2);
+- search: the shortcut probe: never reads; each family's blind fix in turn, testing after each
+  one that applies, submitting once the public tests pass (what `not_found` and `matched` could
+  teach a policy without reading);
+- random: random calls of the right shape, or garbage.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+from arl.codefix.families import FAMILIES
+from arl.codefix.grammar import END, WITH
+from arl.errors import ArlError
+
+History = Sequence[Sequence[str]]
+ScriptedPolicy = Callable[[History, random.Random], list[str]]
+Edit = tuple[list[str], list[str]]  # (old words, new words)
+
+# what a player who never reads writes for each family's fix (the usual names)
+BLIND_FIXES: dict[str, Edit] = {
+    "init": (["total", "=", "None"], ["total", "=", "0"]),
+    "range": (["-", "1"], []),
+    "compare": (["<"], ["<="]),
+    "minmax": (["min"], ["max"]),
+    "div": (["//"], ["/"]),
+    "arith": (["-="], ["+="]),
+    "slice": (["+", "1"], []),
+}
+SWAP = {"<": "<=", ">": ">=", "min": "max", "max": "min", "//": "/", "-=": "+="}
+
+
+def function_words(listing: Sequence[str], name_pieces: Sequence[str]) -> tuple[int, int]:
+    """[start, end) of the named function's words in a listing: from its `def` to the next."""
+    n = len(name_pieces)
+    for i in range(len(listing) - n):
+        if listing[i] == "def" and list(listing[i + 1 : i + 1 + n]) == list(name_pieces):
+            end = next((j for j in range(i + 1, len(listing)) if listing[j] == "def"), None)
+            return i, end if end is not None else len(listing)
+    return 0, len(listing)
+
+
+def _count(listing: Sequence[str], old: Sequence[str]) -> int:
+    n = len(old)
+    return sum(list(listing[i : i + n]) == list(old) for i in range(len(listing) - n + 1))
+
+
+def widen(listing: Sequence[str], i: int, j: int, core_new: Sequence[str]) -> Edit:
+    """The replace of words [i, j) by `core_new`, widened by neighbouring words (left first)
+    until OLD occurs once in the listing: the minimal exact replace."""
+    a, b = i, j
+    while _count(listing, listing[a:b]) > 1 and (a > 0 or b < len(listing)):
+        if a > 0:
+            a -= 1
+        else:
+            b += 1
+    return list(listing[a:b]), [*listing[a:i], *core_new, *listing[j:b]]
+
+
+def family_fix(listing: Sequence[str], lo: int, hi: int, family: str) -> Edit | None:
+    """That family's fix of the function in listing[lo:hi], if its cue is there."""
+    body = list(listing[lo:hi])
+    for k, w in enumerate(body):
+        at = lo + k
+        nxt = body[k + 1] if k + 1 < len(body) else None
+        if family == "init" and w == "None" and k and body[k - 1] == "=":
+            return widen(listing, at - 2, at + 1, [listing[at - 2], "=", "0"])
+        if family in ("range", "slice") and w == ("-" if family == "range" else "+") \
+                and nxt == "1":  # fmt: skip
+            return widen(listing, at, at + 2, [])
+        if family == "compare" and w in ("<", ">"):
+            return widen(listing, at, at + 1, [SWAP[w]])
+        if family == "minmax" and w in ("min", "max") and nxt == "(":
+            return widen(listing, at, at + 1, [SWAP[w]])
+        if (family, w) in (("div", "//"), ("arith", "-=")):
+            return widen(listing, at, at + 1, [SWAP[w]])
+    return None
+
+
+def oracle_fix(listing: Sequence[str], name_pieces: Sequence[str]) -> Edit | None:
+    """The fix the listing's cue calls for, in the named function (first family whose cue is
+    there, in an order where no family's cue is another's)."""
+    lo, hi = function_words(listing, name_pieces)
+    order = ("arith", "div", "init", "minmax", "compare", "slice", "range")
+    for family in order:
+        fix = family_fix(listing, lo, hi, family)
+        if fix is not None:
+            return fix
+    return None
+
+
+def _replace(edit: Edit) -> list[str]:
+    return ["replace", *edit[0], WITH, *edit[1], END]
+
+
+def _pieces(history: History) -> list[str]:
+    return list(history[0][2:])  # the issue: <bos> fix NAME-PIECES
+
+
+def oracle(history: History, rng: random.Random) -> list[str]:
+    """Read, apply the minimal exact replace the listing calls for, test, submit."""
+    turn = len(history) - 1
+    if turn == 0:
+        return ["read", END]
+    if turn == 1:
+        fix = oracle_fix(history[1], _pieces(history))
+        return _replace(fix) if fix is not None else ["test", END]
+    return (["test"] if turn == 2 else ["submit"]) + [END]
+
+
+def blind(history: History, rng: random.Random) -> list[str]:
+    """One family's usual fix without reading, then submit."""
+    if len(history) == 1:
+        return _replace(BLIND_FIXES[rng.choice(FAMILIES)])
+    return ["submit", END]
+
+
+def near_miss(history: History, rng: random.Random) -> list[str]:
+    """The oracle's replace with one word of OLD changed: it does not apply."""
+    turn = len(history) - 1
+    if turn == 1:
+        fix = oracle_fix(history[1], _pieces(history))
+        if fix is not None:
+            old = list(fix[0])
+            k = rng.randrange(len(old))
+            old[k] = "total" if old[k] != "total" else "count"
+            return _replace((old, fix[1]))
+    return oracle(history, rng)
+
+
+def unskilled(history: History, rng: random.Random) -> list[str]:
+    """Read, then a family drawn at random: its fix as read from the listing if its cue is in
+    the function, else the blind guess; test, submit."""
+    turn = len(history) - 1
+    if turn == 1:
+        family = rng.choice(FAMILIES)
+        lo, hi = function_words(history[1], _pieces(history))
+        fix = family_fix(history[1], lo, hi, family)
+        return _replace(fix if fix is not None else BLIND_FIXES[family])
+    return oracle(history, rng)
+
+
+def search(history: History, rng: random.Random) -> list[str]:
+    """Never read: try each family's blind fix; after one that applies, test; submit when the
+    public tests pass or the turns run out (a probe for a not_found / matched shortcut)."""
+    last = list(history[-1])
+    if last[:1] == ["passed"] and last[1] == last[3]:
+        return ["submit", END]
+    tried = sum(1 for h in history[1:] if h[:1] in (["ok"], ["error"]))
+    if last[:1] == ["ok"]:
+        return ["test", END]
+    if tried < len(FAMILIES) and len(history) < 6:
+        return _replace(BLIND_FIXES[FAMILIES[tried]])
+    return ["submit", END]
+
+
+def make_random_policy(malformed: float, words: Sequence[str]) -> ScriptedPolicy:
+    """Random calls: any tool, replaces of 1-3 random words; a share `malformed` are garbage."""
+
+    def policy(history: History, rng: random.Random) -> list[str]:
+        seen = [w for h in history[1:] for w in h] or list(words)
+        if rng.random() < malformed:
+            junk = [rng.choice(list(words)) for _ in range(rng.randint(1, 3))]
+            return junk if rng.random() < 0.5 else junk + [END]
+        tool = rng.choice(("read", "test", "replace", "submit"))
+        if tool != "replace":
+            return [tool, END]
+        old = [rng.choice(seen) for _ in range(rng.randint(1, 2))]
+        new = [rng.choice(seen) for _ in range(rng.randint(0, 2))]
+        return _replace((old, new))
+
+    return policy
+
+
+_RANDOM_WORDS = ("read", "test", "replace", "with", "submit", "x", "xs", "total", "<", "1")
+SCRIPTED: dict[str, ScriptedPolicy] = {
+    "oracle": oracle,
+    "blind": blind,
+    "near_miss": near_miss,
+    "unskilled": unskilled,
+    "search": search,
+    "random": make_random_policy(0.25, _RANDOM_WORDS),
+    "random_wellformed": make_random_policy(0.0, _RANDOM_WORDS),
+}
+
+
+def get_scripted(name: str) -> ScriptedPolicy:
+    if name not in SCRIPTED:
+        raise ArlError(f"unknown scripted policy {name!r} (choose from {', '.join(SCRIPTED)})")
+    return SCRIPTED[name]
