@@ -85,6 +85,18 @@ def test_advantages_problem_4_through_the_config():
     assert advantages(r, PGConfig())[0].tolist() == pytest.approx([1.0] + [-1 / 7] * 7)
 
 
+def test_an_ungraded_episode_gets_no_advantage_and_leaves_the_baseline():
+    """An infrastructure failure is no reward: [1, 0, (failed), 0] with loo is the group [1, 0, 0]:
+    1 - 0 = 1, 0 - 1/2 = -0.5; the failed episode's advantage is 0. All failed: all 0."""
+    r = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    ok = torch.tensor([[True, True, False, True], [False] * 4])
+    a = advantages(r, PGConfig(), ok)
+    assert a[0].tolist() == pytest.approx([1.0, -0.5, 0.0, -0.5]) and a[1].tolist() == [0.0] * 4
+    assert torch.equal(
+        advantages(r, PGConfig(), torch.ones(2, 4, dtype=torch.bool)), advantages(r, PGConfig())
+    )
+
+
 @pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean", "constant"])
 def test_accumulation_identity(weak, aggregation):
     """Global normalizer: 1, 3 or 5 episodes per microbatch give the one-batch gradient (cosine 1,

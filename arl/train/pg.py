@@ -69,9 +69,27 @@ def group_rewards(groups: Sequence[Sequence[Trajectory]]) -> torch.Tensor:
     return torch.tensor([[t.reward for t in g] for g in groups], dtype=torch.float)  # (N, G)
 
 
-def advantages(rewards_NG: torch.Tensor, config: PGConfig) -> torch.Tensor:
-    """Group-relative advantages (N, G)."""
-    return torch.stack([group_advantages(r, config.baseline, config.std_norm) for r in rewards_NG])
+def graded_mask(groups: Sequence[Sequence[Trajectory]]) -> torch.Tensor:
+    """(N, G) bool: the episodes the grader scored (an infrastructure failure is no reward)."""
+    return torch.tensor([[not t.outcome.infra_error for t in g] for g in groups])
+
+
+def advantages(
+    rewards_NG: torch.Tensor, config: PGConfig, graded_NG: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Group-relative advantages (N, G); an ungraded episode gets 0 and is left out of its
+    group's baseline (the group is the graded episodes)."""
+    rows = []
+    for n, r in enumerate(rewards_NG):
+        ok = graded_NG[n] if graded_NG is not None else None
+        if ok is None or bool(ok.all()):
+            rows.append(group_advantages(r, config.baseline, config.std_norm))
+            continue
+        adv = torch.zeros_like(r)
+        if bool(ok.any()):
+            adv[ok] = group_advantages(r[ok], config.baseline, config.std_norm)
+        rows.append(adv)
+    return torch.stack(rows)
 
 
 def choose_tasks(pool: Sequence[Task], s: LoopState, n: int, step: int) -> list[Task]:
@@ -302,7 +320,7 @@ def pg_step(model, behavior, pool, config: PGConfig, s: LoopState, step: int, co
     if kl_reward:  # the KL penalty folded into the reward
         kl_B = (kl_to_reference(prox, ref_logp, config.kl) * batch.action_mask).sum(1)
         rewards_NG = rewards_NG - config.kl_beta * kl_B.view_as(rewards_NG)
-    adv_NG = advantages(rewards_NG, config)
+    adv_NG = advantages(rewards_NG, config, graded_mask(groups))
     stats, norms = update(model, batch, adv_NG.flatten(), prox, ref_logp, config, s, step)
     u = update_metrics(stats, norms, config.minibatches)
     if config.target_entropy:
