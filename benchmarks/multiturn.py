@@ -139,7 +139,7 @@ def tinyagent_pair(which: str):
     from arl.model import TinyAgent, TinyAgentConfig
 
     if which == "cold-start":
-        from arl.experiments.bases import cold_start
+        from arl.train.bases import cold_start
 
         model = cold_start().eval()
     else:

@@ -10,7 +10,7 @@ within one process, the contenders interleaved repetition by repetition:
    same seed, so each pair does identical work. Two policies of the default shape
    (4 layers, width 128, 4 heads):
    - `untrained`: seeded random weights; every episode is 6 calls of 4 garbage tokens.
-   - `cold-start`: the oracle-SFT checkpoint RL starts from (arl.experiments.bases,
+   - `cold-start`: the oracle-SFT checkpoint RL starts from (arl.train.bases,
      cached under ~/.cache/arl or $ARL_CACHE; built once, a few minutes, if missing), whose
      episodes read, edit, test and submit like real ones.
    Targets (two cores): at batch 64 the cache is >= 3x recompute and >= 200 episodes/s.
@@ -63,7 +63,7 @@ def untrained_policy(seed: int = 0) -> TinyAgent:
 
 
 def cold_start_policy() -> TinyAgent:
-    from arl.experiments.bases import cold_start
+    from arl.train.bases import cold_start
 
     return cold_start().eval()
 

@@ -62,13 +62,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import gpt2_like, machine_line, setup_threads, write_json  # noqa: E402
 
 from arl.batch import collate  # noqa: E402
-from arl.experiments.bases import oracle_demos  # noqa: E402
 from arl.gym import default_vocab  # noqa: E402
 from arl.gym.tasks import tasks_for  # noqa: E402
 from arl.losses import dpo_loss, episode_logp, token_logprobs  # noqa: E402
 from arl.model import TinyAgent, TinyAgentConfig  # noqa: E402
 from arl.rollout import scripted_rollout  # noqa: E402
 from arl.text import END, PAD, UNK  # noqa: E402
+from arl.train.bases import oracle_demos  # noqa: E402
 from arl.train.common import make_optimizer  # noqa: E402
 from arl.train.dpo import DPOConfig, dpo_train  # noqa: E402
 from arl.train.sft import SFTConfig, sft_train  # noqa: E402

@@ -5,19 +5,19 @@ from dataclasses import replace
 import pytest
 import torch
 
-from arl.experiments import bases
-from arl.experiments.bases import (
+from arl.gym import default_vocab
+from arl.gym.families import ACCUMULATORS
+from arl.gym.grammar import OPS, source_words
+from arl.gym.policies import listing_variable
+from arl.gym.tasks import tasks_for
+from arl.train import bases
+from arl.train.bases import (
     BaseConfig,
     code_corpus,
     oracle_sft_data,
     train_oracle_sft,
     weak_base_data,
 )
-from arl.gym import default_vocab
-from arl.gym.families import ACCUMULATORS
-from arl.gym.grammar import OPS, source_words
-from arl.gym.policies import listing_variable
-from arl.gym.tasks import tasks_for
 
 
 def test_weak_base_data_is_format_without_skill():

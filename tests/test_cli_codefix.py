@@ -97,7 +97,7 @@ def test_train_pg_on_codefix_logs_the_apply_rate(cli, tmp_path, init):
 
 
 def test_init_cold_and_weak_are_codefix_bases(cli, tmp_path, monkeypatch):
-    from arl.experiments import bases
+    from arl.train import bases
 
     asked = []
 

@@ -287,7 +287,7 @@ def test_a_run_killed_mid_way_resumes_to_the_same_weights(tmp_path, small_init):
 
 @pytest.mark.parametrize("name", ["weak", "cold"])
 def test_eval_accepts_the_cached_bases_like_train_pg_init(capsys, monkeypatch, name):
-    from arl.experiments import bases
+    from arl.train import bases
 
     calls = []
 

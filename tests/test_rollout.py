@@ -2,12 +2,12 @@ import pytest
 import torch
 
 from arl.batch import collate
-from arl.experiments.bases import oracle_demos
 from arl.gym.env import BugFixEnv, EnvConfig
 from arl.gym.tasks import get_task, tasks_for
 from arl.losses import token_logprobs
 from arl.rollout import episode_seed, rollout_batch, scripted_rollout
 from arl.text import render_episode
+from arl.train.bases import oracle_demos
 from arl.types import POLICY
 
 

@@ -95,7 +95,7 @@ def test_sft_beta2_reaches_the_optimizer(tiny_model):
     and differs from torch's default (Adam's first step does not depend on beta2; later ones do)."""
     import copy
 
-    from arl.experiments.bases import oracle_demos
+    from arl.train.bases import oracle_demos
     from arl.train.common import make_optimizer
     from arl.train.sft import SFTConfig, sft_train
 
@@ -112,7 +112,7 @@ def test_sft_beta2_reaches_the_optimizer(tiny_model):
 
 
 def test_sft_learning_rate_warms_up_linearly_then_holds_or_follows_a_cosine(tiny_model):
-    from arl.experiments.bases import oracle_demos
+    from arl.train.bases import oracle_demos
     from arl.train.sft import SFTConfig, scheduled_lr, sft_train
 
     warm = SFTConfig(steps=10, lr=1e-2, warmup_steps=4)

@@ -132,8 +132,8 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from arl.eval.metrics import token_accounting
-    from arl.experiments.bases import oracle_demos
     from arl.experiments.ch15_book import BOOK_TOKENS as book
+    from arl.train.bases import oracle_demos
 
     acc = token_accounting(oracle_demos(args.env), len(vocab_of(args.env)))
     if args.json:

@@ -110,8 +110,8 @@ def _run(args: argparse.Namespace, recipe: str, train) -> int:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
-    from arl.experiments.bases import oracle_sft_data
     from arl.rollout import renderer_of
+    from arl.train.bases import oracle_sft_data
     from arl.train.sft import SFTConfig, sft_train
 
     config = SFTConfig(args.steps, args.batch_size, args.lr, seed=args.seed,

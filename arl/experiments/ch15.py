@@ -25,7 +25,13 @@ import torch
 
 from arl.batch import collate
 from arl.eval.metrics import copy_probe, evaluate, op_choice, run_policy, token_accounting
-from arl.experiments.bases import (
+from arl.gym.families import FAMILIES
+from arl.gym.tasks import all_tasks, tasks_for
+from arl.losses import masked_mean, sft_loss, token_logprobs
+from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
+from arl.parallel import beside
+from arl.progress import Progress, report, reporting
+from arl.train.bases import (
     BaseConfig,
     new_model,
     oracle_demos,
@@ -33,12 +39,6 @@ from arl.experiments.bases import (
     train_oracle_sft,
     weak_base,
 )
-from arl.gym.families import FAMILIES
-from arl.gym.tasks import all_tasks, tasks_for
-from arl.losses import masked_mean, sft_loss, token_logprobs
-from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
-from arl.parallel import beside
-from arl.progress import Progress, report, reporting
 from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 from arl.train.pg import train_pg
 from arl.train.pg_config import PGConfig, minimal_reinforce

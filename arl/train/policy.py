@@ -10,11 +10,11 @@ import os
 from pathlib import Path
 
 from arl.errors import ArlError
-from arl.experiments import bases
-from arl.experiments.bases import BaseConfig
 from arl.model import TinyAgent, load_checkpoint, read_meta, save_checkpoint
 from arl.rollout import vocab_of
 from arl.runio import atomic_write_json, read_json
+from arl.train import bases
+from arl.train.bases import BaseConfig
 
 INITS = ("cold", "weak", "untrained")
 EXTRA_FILE = "arl.json"  # beside a real model's weights: what arl adds to from_pretrained's files

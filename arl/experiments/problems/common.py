@@ -13,9 +13,9 @@ import numpy as np
 from arl.checks import check
 from arl.errors import ArlError
 from arl.eval.stats import seed_effect, seed_se
-from arl.experiments.bases import BaseConfig, cold_start, weak_base
 from arl.gym.tasks import tasks_for
 from arl.model import TinyAgent
+from arl.train.bases import BaseConfig, cold_start, weak_base
 from arl.train.pg import train_pg
 from arl.train.pg_config import PGConfig
 

@@ -1,0 +1,134 @@
+"""The package's layers: no module imports one from a higher layer, and no import runs in a circle.
+
+Every `import` in arl/**/*.py is read with ast (those inside functions too), so a lazy import
+that climbs is caught as surely as one at the top of a file. Names looked up at run time are not
+imports and are not checked: env.REGISTRY's "arl.gym.environment:BUGFIX" strings are how the
+protocol finds its implementations without importing them.
+"""
+
+import ast
+from pathlib import Path
+
+import arl
+
+ROOT = Path(arl.__file__).parent
+
+# The layers, lowest first, by the name under arl/ (a module or a package, every file in it).
+# A module may import its own layer and the ones below it, never one above: data flows up from
+# the environment to the command line, and each layer can be read and tested without the ones
+# above it. The command line, the top, may import anything; nothing below it imports it.
+LAYERS = (
+    # the words every layer shares: data types, errors, checks, the vocabulary, run files
+    "__init__ types errors checks text runio progress parallel logging_bridge",
+    "env",  # the environment protocol
+    "gym codefix sandbox",  # its environments, and the sandbox CodeFix grades in
+    "model hf sampling rollout rollout_workers batch losses export",  # policies, episodes, losses
+    "eval calc sim",  # measuring: metrics and statistics, the calculators, the fleet simulator
+    "train",  # one loop per recipe, the starting policies, checkpoints
+    "experiments",  # the reproductions
+    "cli __main__",  # the `arl` command
+)
+LAYER = {name: i for i, names in enumerate(LAYERS) for name in names.split()}
+
+
+def module_name(path: Path) -> str:
+    """arl/train/pg.py -> arl.train.pg; a package's __init__.py is the package."""
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+FILES = {module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def layer_of(module: str) -> int:
+    """The layer of arl.NAME... by NAME (the package itself: "__init__")."""
+    parts = module.split(".")
+    return LAYER[parts[1] if len(parts) > 1 else "__init__"]
+
+
+def imported(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The arl modules one import statement loads: `from P import m` is P.m when m is a module."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:  # relative: from the module's package (a package is its own)
+        package = module.split(".")
+        package = package if FILES[module].name == "__init__.py" else package[:-1]
+        base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in FILES else base for a in node.names]
+
+
+def imports(module: str) -> list[tuple[str, bool, int]]:
+    """(imported arl module, at module level, line) for every import in the module's file."""
+    tree = ast.parse(FILES[module].read_text(encoding="utf-8"))
+    found = []
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                for name in imported(module, child):
+                    if name == "arl" or name.startswith("arl."):
+                        found.append((name, top, child.lineno))
+            inner = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            visit(child, top and not inner)
+
+    visit(tree, True)
+    return found
+
+
+def test_the_walker_sees_top_level_lazy_and_relative_imports():
+    pg = imports("arl.train.pg")
+    assert ("arl.train.checkpoint", True) in {(m, top) for m, top, _ in pg}  # from arl.train import
+    assert ("arl.rollout_workers", False) in {(m, top) for m, top, _ in pg}  # inside a function
+    runner = imports("arl.sandbox.runner")  # from .child import ..., in a try at the top
+    assert ("arl.sandbox.child", True) in {(m, top) for m, top, _ in runner}
+
+
+def test_every_module_has_a_layer():
+    names = {m.split(".")[1] if "." in m else "__init__" for m in FILES}
+    assert not names - set(LAYER), "place each of these in LAYERS"
+
+
+def test_no_module_imports_a_higher_layer():
+    climbs = [
+        f"{FILES[m].relative_to(ROOT.parent)}:{line} imports {target} "
+        f"(layer {layer_of(target)} above {layer_of(m)})"
+        for m in FILES
+        for target, _, line in imports(m)
+        if target in FILES and layer_of(target) > layer_of(m)
+    ]
+    assert not climbs, "\n".join(climbs)
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of the graph as [a, b, ..., a], or None (depth-first, three colours)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_cycle_finds_a_loop_and_only_a_loop():
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_import_cycle_at_module_level():
+    graph = {m: {t for t, top, _ in imports(m) if top and t in FILES and t != m} for m in FILES}
+    found = cycle(graph)
+    assert found is None, "import cycle: " + " -> ".join(found)
