@@ -286,3 +286,20 @@ def test_codefix_is_a_gymnasium_env_in_text():
     assert env.step(text)[0] == "ok"
     _, reward, terminated, _, out = env.step("submit")
     assert terminated and reward == 1.0 and out["hidden_pass"] and "replace" in env.render()
+
+
+def test_the_weak_bases_play_retries_from_what_a_helpful_error_shows():
+    """Format without skill: after `not_found closest LINE`, the read-then-guess play quotes
+    that line (the editor's habit); a terse `error` shows nothing to quote, so no retry."""
+    import random
+
+    from arl.codefix.listing import line_words, listing
+    from arl.codefix.policies import retry, unskilled
+
+    env = _env(_first("compare").name)
+    words = list(env.step(["read", END])[0].words)
+    line = next(ln for ln in line_words(listing(env.source)) if "<" in ln or ">" in ln)
+    edit = retry(words, ["error", "not_found", "closest", *line], random.Random(0))
+    assert edit is not None and any(w in edit[0] for w in ("<", ">"))
+    assert retry(words, ["error"], random.Random(0)) is None
+    assert unskilled([["<bos>"], words, ["error"]], random.Random(0)) == ["test", END]

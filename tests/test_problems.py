@@ -297,3 +297,30 @@ def test_problem_7_public_reward_raises_the_hack_hidden_reward_lowers_it():
         assert sum(r["hack_rate"] for r in hist) > 0  # some hack was sampled and judged
         after[arm] = _hack_prob(model)
     assert after["public"] > before > after["hidden"], (before, after)
+
+
+def test_problem_14_judges_each_of_its_claims_and_runs_every_arm(every_problem):
+    r = seed0(every_problem, 14)
+    arms = ("menu", "free-form, terse", "free-form, helpful", "SFT + free-form")
+    assert set(arms) <= set(r["history"]) and all(len(r["history"][a]) == 4 for a in arms)
+    assert "apply_rate" in r["history"]["free-form, helpful"][0]
+    results = json.loads((every_problem / "problem-14" / "results.json").read_text())
+    keys = [c["key"] for c in results["claims"]]
+    assert keys == ["slower", "helpful_apply", "cold_apply", "cold_pass", "new_families"]
+    assert results["shown"] == (
+        results["effect"]["hi"] < 0.5 and all(c["shown"] for c in results["claims"])
+    )
+    assert 0.0 <= r["new_families"] <= 1.0 and r["effect"] == pytest.approx(
+        r["free-form, helpful"]["apply_rate"]["first"], abs=1e-6
+    )
+
+
+def test_more_claims_are_judged_over_seeds_like_the_first():
+    from arl.experiments.problems import judged
+    from arl.experiments.problems.common import Claim
+
+    per_seed = [{"x": 0.91}, {"x": 0.95}, {"x": 0.93}]  # mean 0.93, SE 0.0115
+    c = judged("x", Claim(book="b", effect="e", threshold=0.9), per_seed)
+    assert c["shown"] and c["effect"]["k"] == 3 and c["effect"]["mean"] == pytest.approx(0.93)
+    c = judged("x", Claim(book="b", effect="e", threshold=0.92), per_seed)
+    assert not c["shown"] and "too few seeds" in c["cause"]

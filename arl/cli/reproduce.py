@@ -138,6 +138,8 @@ def print_problem(results: dict, out) -> None:
     n = results["problem"]
     print(f"Problem {n}{' (quick)' if results['quick'] else ''}: {results['claim']['book']}")
     print(f"  {results['conclusion']}")
+    for c in results.get("claims", []):  # a problem whose answer makes several claims
+        print(f"  {c['claim']['book']}: {c['conclusion']}")
     for r in results["per_seed"]:
         print(f"  seed {r['seed']}: {r['detail']}")
     files = f"{out / 'results.json'}, {out / f'problem-{n}.png'}"

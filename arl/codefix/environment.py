@@ -22,6 +22,7 @@ SYSTEM_PROMPT = (
 )
 CHAT_CALL_TOKENS = 96  # a real model's call that has not ended by then is malformed
 RENDERINGS = 12  # distinct (accumulator, list name) pairs over episode seeds 0..11
+DATA_VERSION = 2  # bump when the scripted policies a base learns from change (cached bases)
 
 
 def renderings(task: CodeFixTask) -> list[tuple[str | None, str]]:
@@ -86,8 +87,9 @@ class CodeFix:
         return out
 
     def fingerprint(self) -> list:
-        """What a model trained here depends on: the vocabulary and every task's module."""
-        return [codefix_words()] + [(t.name, t.source, t.split) for t in all_tasks()]
+        """What a model trained here depends on: the vocabulary, every task's module, and the
+        version of the scripted play its bases learn from (DATA_VERSION)."""
+        return [DATA_VERSION, codefix_words()] + [(t.name, t.source, t.split) for t in all_tasks()]
 
     def summary(self, outcomes: Sequence[CodeFixOutcome]) -> dict[str, float | None]:
         """The edit-apply rate apart from the solve rate (Problem 14): replace calls per

@@ -142,14 +142,43 @@ def near_miss(history: History, rng: random.Random) -> list[str]:
 
 def unskilled(history: History, rng: random.Random) -> list[str]:
     """Read, then a family drawn at random: its fix as read from the listing if its cue is in
-    the function, else the blind guess; test, submit."""
+    the function, else the blind guess; after an error, one retry as an editor's user would
+    (`retry`); then test and submit. The editing habits are right, the choice of fix is not."""
     turn = len(history) - 1
+    if turn == 0:
+        return ["read", END]
     if turn == 1:
         family = rng.choice(FAMILIES)
         lo, hi = function_words(history[1], _pieces(history))
         fix = family_fix(history[1], lo, hi, family)
         return _replace(fix if fix is not None else BLIND_FIXES[family])
-    return oracle(history, rng)
+    if turn == 2 and list(history[2][:1]) == ["error"]:
+        edit = retry(history[1], list(history[2]), rng)
+        if edit is not None:
+            return _replace(edit)
+    tested = turn > 2 and list(history[3][:1]) == ["passed"]  # turn 2 was a test, not a retry
+    return (["test"] if turn == 2 or (turn == 3 and not tested) else ["submit"]) + [END]
+
+
+def retry(listing: Sequence[str], answer: list[str], rng: random.Random) -> Edit | None:
+    """A second edit from what a failed one was told: on `not_found closest LINE`, a fix of a
+    family drawn at random on that line (a swap of one of its operators if none fits); on
+    `matched N times`, nothing to quote (None). Terse errors tell nothing: None."""
+    if answer[:3] != ["error", "not_found", "closest"] or len(answer) < 4:
+        return None
+    line = answer[3:]
+    found = [i for i in range(len(listing) - len(line) + 1)
+             if list(listing[i : i + len(line)]) == line]  # fmt: skip
+    if not found:
+        return None
+    lo, hi = found[0], found[0] + len(line)
+    families = list(FAMILIES)
+    rng.shuffle(families)
+    for family in families:
+        fix = family_fix(listing, lo, hi, family)
+        if fix is not None:
+            return fix
+    return None
 
 
 def search(history: History, rng: random.Random) -> list[str]:

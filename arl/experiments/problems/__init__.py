@@ -18,8 +18,9 @@ from pathlib import Path
 
 from arl.checks import check_seed
 from arl.errors import ArlError
-from arl.experiments.problems import dynamics, estimators, rewards, systems
+from arl.experiments.problems import dynamics, estimators, freeform, rewards, systems
 from arl.experiments.problems.common import (
+    Claim,
     Ctx,
     Problem,
     cause_of,
@@ -40,6 +41,7 @@ PROBLEMS: dict[int, Problem] = {
     9: rewards.PROBLEM_9,
     12: rewards.PROBLEM_12,
     13: rewards.PROBLEM_13,
+    14: freeform.PROBLEM_14,
     16: systems.PROBLEM_16,
     17: systems.PROBLEM_17,
     26: dynamics.PROBLEM_26,
@@ -141,14 +143,16 @@ def run(
         per_seed = [done[s] for s in seeds]
         verdict = judge(problem.claim, per_seed)
         problem.draw(per_seed, out / f"problem-{number}.png")
+        more = [judged(key, claim, per_seed) for key, claim in problem.more]
         results = {
             **settings,
             "seeds": seeds,
             "effect": {k: verdict[k] for k in ("n", "mean", "se", "lo", "hi", "z", "k")},
             "identity_holds": verdict["identity_holds"],
-            "shown": verdict["shown"],
+            "shown": verdict["shown"] and all(c["shown"] for c in more),
             "conclusion": verdict_line(problem.claim, verdict),
-            "cause": cause_of(problem.claim, verdict),
+            "cause": cause_of(problem.claim, verdict) or _first_cause(more),
+            **({"claims": more} if more else {}),
             "per_seed": per_seed,
             "seconds": round(sum(r["seconds"] for r in per_seed), 1),
         }
@@ -156,6 +160,23 @@ def run(
         atomic_write_json(out / "results.json", results)
         (out / "results.partial.json").unlink(missing_ok=True)
     return results
+
+
+def judged(key: str, claim: Claim, per_seed: list[dict]) -> dict:
+    """One more claim of a problem, judged over seeds on the per-seed value under `key`."""
+    v = judge(claim, [{"effect": r[key]} for r in per_seed])
+    return {
+        "key": key,
+        "claim": asdict(claim),
+        "shown": v["shown"],
+        "effect": {k: v[k] for k in ("n", "mean", "se", "lo", "hi", "z", "k")},
+        "conclusion": verdict_line(claim, v),
+        "cause": cause_of(claim, v),
+    }
+
+
+def _first_cause(more: list[dict]) -> str:
+    return next((c["cause"] for c in more if not c["shown"]), "")
 
 
 def summary_rows(results: dict[int, dict]) -> list[dict]:

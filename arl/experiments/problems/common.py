@@ -53,11 +53,15 @@ Draw = Callable[[list[dict], Path], None]  # every seed's results -> the figure 
 
 @dataclass(frozen=True)
 class Problem:
-    """A reproduced problem: one seed's measurement, the claim judged over seeds, its figure."""
+    """A reproduced problem: one seed's measurement, the claim judged over seeds, its figure.
+
+    A problem whose answer makes several claims judges each over seeds: `claim` on the per-seed
+    "effect", and each of `more` on its own per-seed key; it is shown when all of them are."""
 
     measure: Measure
     claim: Claim
     draw: Draw
+    more: tuple[tuple[str, Claim], ...] = ()  # (per-seed result key, its claim)
 
 
 Z = 2.0  # the interval's half-width, in standard errors over seeds
