@@ -1,7 +1,7 @@
 """A PG run's folder: out/ckpt-STEP holds the model (loadable by `arl eval`) and
 trainer_state.pt (optimizer, RNGs, reference, staleness queue, cooldowns, entropy coefficient,
-the config), written atomically and checked by sha256; resume refuses a changed config and
-keeps the metrics.jsonl rows an uninterrupted run would have.
+the config), written atomically and checked by sha256; resume refuses a changed config (the
+metrics.jsonl rows a resume keeps: pg_metrics.RunLog).
 """
 
 from __future__ import annotations
@@ -21,18 +21,8 @@ from typing import Any
 import torch
 
 from arl.errors import ArlError
-from arl.logging_bridge import Sink, scalars
 from arl.model import TinyAgent, load_checkpoint, nonfinite_tensor
-from arl.runio import (
-    TMP_PREFIX,
-    append_jsonl,
-    atomic_write_bytes,
-    atomic_write_json,
-    atomic_write_text,
-    dumps_finite,
-    fsync_dir,
-    read_jsonl,
-)
+from arl.runio import TMP_PREFIX, atomic_write_bytes, fsync_dir
 from arl.train.pg_config import PGConfig, flat_dict, flat_saved
 from arl.train.policy import checkpoint_extra, save_policy
 
@@ -183,45 +173,6 @@ def restore(out: Path, model: TinyAgent, s: LoopState, config: PGConfig, allow_c
         raise ArlError(f"resume: {ckpt}: trainer state does not fit this run ({e})") from None
     s.queue, s.cooldown = deque(st["queue"]), dict(st["cooldown"])
     s.entropy_coef, s.step = float(st["entropy_coef"]), st["step"]
-
-
-def kept_metrics(path: Path, start: int, config: PGConfig, steps: int) -> list[dict]:
-    """The log rows a resume from step `start` keeps: those an uninterrupted run has too.
-
-    An evaluation logged at `start` only because it was the old last step is dropped.
-    """
-    if not start or not path.exists():
-        return []
-    rows = [r for r in read_jsonl(path) if isinstance(r.get("step"), int) and r["step"] <= start]
-    regular = config.eval_every and start % config.eval_every == 0
-    return [r for r in rows if r["step"] < start or "reward" in r or regular or start == steps]
-
-
-class RunLog:
-    """Each record to the history, out/metrics.jsonl (after the rows a resume keeps) and the
-    sink; out/config.json says what the run used."""
-
-    def __init__(self, out: Path | None, config: PGConfig, start: int, steps: int, sink=None):
-        self.history: list[dict] = []
-        self.sink: Sink | None = sink
-        self.file = None
-        if out is not None:
-            atomic_write_json(out / "config.json", asdict(config))
-            path = out / "metrics.jsonl"
-            keep = kept_metrics(path, start, config, steps)
-            atomic_write_text(path, "".join(dumps_finite(r) + "\n" for r in keep))
-            self.file = path.open("a", encoding="utf-8")
-
-    def __call__(self, record: dict) -> None:
-        self.history.append(record)
-        if self.file is not None:
-            append_jsonl(self.file, record)
-        if self.sink is not None:
-            self.sink.log(record["step"], scalars(record))
-
-    def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
 
 
 def last_good(out: Path | None) -> str:

@@ -38,10 +38,10 @@ from arl.model import TinyAgent
 from arl.rollout import rollout_batch
 from arl.runio import claim_output_dir
 from arl.train import checkpoint
-from arl.train.checkpoint import LoopState, RunLog
+from arl.train.checkpoint import LoopState
 from arl.train.common import Hook, frozen_logprobs, hook_due, make_optimizer, optimizer_step
 from arl.train.pg_config import PGConfig
-from arl.train.pg_metrics import evaluate_splits, quantile, rollout_metrics, update_metrics
+from arl.train.pg_metrics import RunLog, evaluate_splits, quantile, rollout_metrics, update_metrics
 from arl.types import Trajectory
 
 TIMING_KEYS = ("time/sample", "time/train", "time/step")  # the only non-deterministic metrics

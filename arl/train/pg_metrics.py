@@ -1,9 +1,12 @@
-"""What the PG trainer logs each step: rollout statistics, update diagnostics, evaluations."""
+"""What the PG trainer logs each step (rollout statistics, update diagnostics, evaluations) and
+where: RunLog writes out/metrics.jsonl, keeping on resume the rows an uninterrupted run has."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,7 +14,9 @@ import torch
 
 from arl.env import SPLITS, get_environment
 from arl.eval.metrics import environment_summary, graded, run_policy
+from arl.logging_bridge import Sink, scalars
 from arl.model import TinyAgent
+from arl.runio import append_jsonl, atomic_write_json, atomic_write_text, dumps_finite, read_jsonl
 from arl.train.pg_config import PGConfig
 from arl.types import Trajectory
 
@@ -97,3 +102,42 @@ def evaluate_splits(model: TinyAgent, config: PGConfig) -> dict[str, float]:
 def is_finite_history(history: Sequence[dict]) -> bool:
     """True if every float metric is finite (a cheap divergence guard for tests)."""
     return all(math.isfinite(v) for r in history for v in r.values() if isinstance(v, float))
+
+
+def kept_metrics(path: Path, start: int, config: PGConfig, steps: int) -> list[dict]:
+    """The log rows a resume from step `start` keeps: those an uninterrupted run has too.
+
+    An evaluation logged at `start` only because it was the old last step is dropped.
+    """
+    if not start or not path.exists():
+        return []
+    rows = [r for r in read_jsonl(path) if isinstance(r.get("step"), int) and r["step"] <= start]
+    regular = config.eval_every and start % config.eval_every == 0
+    return [r for r in rows if r["step"] < start or "reward" in r or regular or start == steps]
+
+
+class RunLog:
+    """Each record to the history, out/metrics.jsonl (after the rows a resume keeps) and the
+    sink; out/config.json says what the run used."""
+
+    def __init__(self, out: Path | None, config: PGConfig, start: int, steps: int, sink=None):
+        self.history: list[dict] = []
+        self.sink: Sink | None = sink
+        self.file = None
+        if out is not None:
+            atomic_write_json(out / "config.json", asdict(config))
+            path = out / "metrics.jsonl"
+            keep = kept_metrics(path, start, config, steps)
+            atomic_write_text(path, "".join(dumps_finite(r) + "\n" for r in keep))
+            self.file = path.open("a", encoding="utf-8")
+
+    def __call__(self, record: dict) -> None:
+        self.history.append(record)
+        if self.file is not None:
+            append_jsonl(self.file, record)
+        if self.sink is not None:
+            self.sink.log(record["step"], scalars(record))
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
