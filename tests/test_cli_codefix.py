@@ -5,9 +5,10 @@ import json
 import pytest
 import torch
 
-from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
+from arl.model import TinyAgent, TinyAgentConfig
 from arl.rollout import vocab_of
 from arl.sandbox import sandbox_available
+from arl.train.checkpoint import save_checkpoint
 
 pytestmark = pytest.mark.skipif(
     sandbox_available() is not None, reason=f"no sandbox here: {sandbox_available()}"

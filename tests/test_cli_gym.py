@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from arl.model import save_checkpoint
+from arl.train.checkpoint import save_checkpoint
 
 
 def test_eval_json_scripted_policies(cli):

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from arl.cli.main import build_parser, main
 from arl.gym import default_vocab
-from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
+from arl.model import TinyAgent, TinyAgentConfig
+from arl.train.checkpoint import save_checkpoint
 from arl.train.pg_config import PGConfig
 
 ROOT = Path(__file__).resolve().parents[1]

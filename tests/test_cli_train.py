@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from arl.gym import default_vocab
-from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
+from arl.model import TinyAgent, TinyAgentConfig
+from arl.train.checkpoint import save_checkpoint
 from arl.train.pg_config import PGConfig, make_config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pg.json"

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
+from arl.model import TinyAgent, TinyAgentConfig
+from arl.train.checkpoint import save_checkpoint
 from arl.types import POLICY
 
 

@@ -8,7 +8,8 @@ import torch
 
 from arl.gym import default_vocab
 from arl.logging_bridge import REPORT_TO, make_sink, scalars
-from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
+from arl.model import TinyAgent, TinyAgentConfig
+from arl.train.checkpoint import save_checkpoint
 
 SMALL = ["--set", "tasks_per_step=2", "--set", "group_size=2", "--set", "minibatches=1",
          "--set", "eval_every=2", "--set", "eval_samples=1", "--quiet"]  # fmt: skip

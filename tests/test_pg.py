@@ -14,11 +14,11 @@ from arl.errors import ArlError, Diverged
 from arl.experiments.problems.mutations import per_microbatch_mean
 from arl.gym import default_vocab
 from arl.gym.tasks import tasks_for
-from arl.model import TinyAgent, TinyAgentConfig, load_checkpoint
+from arl.model import TinyAgent, TinyAgentConfig
 from arl.rollout import rollout_batch
 from arl.train import pg
 from arl.train.bases import BaseConfig, weak_base_data
-from arl.train.checkpoint import STATE_FILE, checkpoints
+from arl.train.checkpoint import STATE_FILE, checkpoints, load_checkpoint
 from arl.train.pg import TIMING_KEYS, accumulate_policy_gradient, advantages, train_pg
 from arl.train.pg_config import PGConfig, make_config, minimal_reinforce
 from arl.train.pg_metrics import is_finite_history

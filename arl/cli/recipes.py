@@ -80,7 +80,7 @@ def _run(args: argparse.Namespace, recipe: str, train) -> int:
     from arl.env import get_environment
     from arl.progress import Progress
     from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, dumps_finite
-    from arl.train.policy import save_policy
+    from arl.train.checkpoint import save_policy
 
     out = Path(args.out or f"runs/{recipe}")
     if not args.model:  # a policy that names nothing is refused before the folder is claimed

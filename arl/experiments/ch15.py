@@ -28,7 +28,7 @@ from arl.eval.metrics import copy_probe, evaluate, op_choice, run_policy, token_
 from arl.gym.families import FAMILIES
 from arl.gym.tasks import all_tasks, tasks_for
 from arl.losses import masked_mean, sft_loss, token_logprobs
-from arl.model import TinyAgent, TinyAgentConfig, save_checkpoint
+from arl.model import TinyAgent, TinyAgentConfig
 from arl.parallel import beside
 from arl.progress import Progress, report, reporting
 from arl.train.bases import (
@@ -39,6 +39,7 @@ from arl.train.bases import (
     train_oracle_sft,
     weak_base,
 )
+from arl.train.checkpoint import save_checkpoint
 from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 from arl.train.pg import train_pg
 from arl.train.pg_config import PGConfig, minimal_reinforce

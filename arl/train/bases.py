@@ -26,10 +26,11 @@ import torch
 
 from arl.env import Environment, get_environment
 from arl.errors import ArlError
-from arl.model import TinyAgent, TinyAgentConfig, load_checkpoint, save_checkpoint
+from arl.model import TinyAgent, TinyAgentConfig
 from arl.progress import report
 from arl.rollout import episode_seed, scripted_rollout, vocab_of
 from arl.text import OBS, OBS_END
+from arl.train.checkpoint import load_checkpoint, save_checkpoint
 from arl.train.common import Hook
 from arl.train.pretrain import PretrainConfig, lm_pretrain
 from arl.train.sft import SFTConfig, sft_train

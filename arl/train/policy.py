@@ -1,7 +1,7 @@
 """The starting policy of any command: `load_policy(spec)` with spec one of cold (the RL cold
 start), weak (the weak base), untrained (a seeded random TinyAgent), or a checkpoint directory,
 each for one environment (its vocabulary; BugFix by default); `load_any` adds a real model
-(`--model PATH_OR_ID`, arl.hf), and `save_policy` writes either.
+(`--model PATH_OR_ID`, arl.hf); arl.train.checkpoint's `save_policy` writes either.
 """
 
 from __future__ import annotations
@@ -10,14 +10,13 @@ import os
 from pathlib import Path
 
 from arl.errors import ArlError
-from arl.model import TinyAgent, load_checkpoint, read_meta, save_checkpoint
+from arl.model import TinyAgent
 from arl.rollout import vocab_of
-from arl.runio import atomic_write_json, read_json
 from arl.train import bases
 from arl.train.bases import BaseConfig
+from arl.train.checkpoint import load_checkpoint_dir
 
 INITS = ("cold", "weak", "untrained")
-EXTRA_FILE = "arl.json"  # beside a real model's weights: what arl adds to from_pretrained's files
 
 
 def looks_like_path(spec: str) -> bool:
@@ -46,16 +45,8 @@ def check_vocab(model: TinyAgent, spec: str, env: str = "bugfix") -> TinyAgent:
 
 
 def load_policy_dir(spec: str, env: str = "bugfix") -> TinyAgent:
-    """A checkpoint directory, or a one-line reason: missing, or a run folder (say its newest)."""
-    path = Path(os.path.expanduser(spec))
-    if not path.exists():
-        raise ArlError(f"{spec}: no such checkpoint directory (from {Path.cwd()})")
-    if path.is_dir() and not (path / "config.json").is_file():
-        ckpts = sorted(p for p in path.glob("ckpt-*") if (p / "config.json").is_file())
-        if ckpts:
-            raise ArlError(f"{spec} is a run folder; its newest checkpoint is {ckpts[-1]}")
-        raise ArlError(f"{spec}: not a checkpoint (no config.json and model.safetensors)")
-    return check_vocab(load_checkpoint(path), spec, env)
+    """A checkpoint directory (or a one-line reason why not) in the environment's vocabulary."""
+    return check_vocab(load_checkpoint_dir(spec), spec, env)
 
 
 def load_policy(spec: str, seed: int = 0, env: str = "bugfix") -> TinyAgent:
@@ -86,22 +77,3 @@ def load_any(
 
     check_device(device)
     return load_policy(init or "weak", seed, env).to(device)
-
-
-def save_policy(model, path: str | Path, extra: dict | None = None) -> Path:
-    """A TinyAgent checkpoint (arl.model), or a real model's `from_pretrained` directory with
-    `extra` in arl.json beside it."""
-    if isinstance(model, TinyAgent):
-        return save_checkpoint(model, path, extra=extra)
-    path = Path(path)
-    model.save(path)
-    atomic_write_json(path / EXTRA_FILE, extra or {})
-    return path
-
-
-def checkpoint_extra(path: str | Path) -> dict:
-    """What `save_policy` stored beside the weights (TinyAgent: its checked config.json)."""
-    path = Path(path)
-    if (path / EXTRA_FILE).is_file():
-        return read_json(path / EXTRA_FILE)
-    return read_meta(path)
