@@ -19,10 +19,12 @@ edits graded in a sandbox). tinker-cookbook's Env and SkyRL's BaseTextEnv are th
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from arl.errors import ArlError
+from arl.text import END
 from arl.types import Observation, Outcome, TextCall
 
 Call = Sequence[str] | TextCall
@@ -59,29 +61,63 @@ class Env(Protocol):
         ...
 
 
-class Environment(Protocol):
-    """An environment: its tasks, its episodes, its scripted policies and its vocabulary."""
+@dataclass(frozen=True)
+class Environment:
+    """An environment, assembled from its parts: its tasks, its episodes, the words TinyAgent
+    speaks on it, its scripted policies and what its cached bases are keyed by."""
 
     name: str
     families: tuple[str, ...]
-    splits: tuple[str, ...]
     system_prompt: str  # the tool grammar, as a real model's system message
+    chat_call_tokens: int  # a real model's call that has not ended by then is malformed
+    renderings: int  # distinct renderings of one oracle demonstration (names drawn per episode)
+    config_type: type  # its frozen config (env.name, rewards, budgets); defaults are the book's
+    env_type: type  # its Env: env_type(task, config)
+    tasks: Callable[[str], tuple[Task, ...]]  # by split
+    get_task: Callable[[str], Task]  # by name (an unknown one is a one-line error)
+    words: Callable[[], tuple[str, ...]]  # every word it shows or accepts: TinyAgent's vocabulary
+    policies: Mapping[str, ScriptedPolicy]  # scripted policies by name
+    corpus: Callable[[], list[list[str]]]  # pretraining text: the training listings, as words
+    fingerprint: Callable[[], list]  # what a model trained on it depends on (the base cache key)
+    summary: Callable[[Sequence[Outcome]], dict] | None = None  # its own episode means
+    splits: tuple[str, ...] = ("train", "heldout")
 
-    def default_config(self) -> Any: ...
+    def default_config(self) -> Any:
+        return self.config_type()
 
-    def tasks(self, split: str) -> tuple[Task, ...]: ...
+    def make(self, task: Task, config: Any = None) -> Env:
+        return self.env_type(task, config)
 
-    def get_task(self, name: str) -> Task: ...
+    def scripted(self, name: str) -> ScriptedPolicy:
+        if name not in self.policies:
+            raise ArlError(f"unknown scripted policy {name!r} (choose from "
+                           f"{', '.join(self.policies)})")  # fmt: skip
+        return self.policies[name]
 
-    def make(self, task: Task, config: Any = None) -> Env: ...
+    def scripted_names(self) -> tuple[str, ...]:
+        return tuple(self.policies)
 
-    def words(self) -> tuple[str, ...]:
-        """Every word it shows or accepts, in a fixed order: TinyAgent's vocabulary."""
-        ...
 
-    def scripted(self, name: str) -> ScriptedPolicy: ...
+@dataclass(frozen=True)
+class Malformed:
+    """A call that does not parse, and why (each environment names its reasons)."""
 
-    def scripted_names(self) -> tuple[str, ...]: ...
+    reason: str
+
+
+def word_call(words: Sequence[str], bare: Sequence[str]) -> tuple[str, list[str]] | Malformed:
+    """A TinyAgent call's tool and arguments: its words up to `<end>`. Malformed when it did
+    not end ("unterminated"), holds nothing ("empty"), or gives arguments to a tool in `bare`,
+    which takes none ("extra_args")."""
+    if END not in words:
+        return Malformed("unterminated")
+    body = list(words[: list(words).index(END)])
+    if not body:
+        return Malformed("empty")
+    tool, args = body[0], body[1:]
+    if tool in bare and args:
+        return Malformed("extra_args")
+    return tool, args
 
 
 SPLITS = ("train", "heldout")  # every environment's task splits: trained on, and held out

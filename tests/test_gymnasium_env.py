@@ -11,6 +11,7 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 import arl  # noqa: E402,F401  (registers arl/BugFix-v0)
 from arl.errors import ArlError  # noqa: E402
 from arl.gym.env import BugFixEnv, BugFixOutcome  # noqa: E402
+from arl.gym.environment import BUGFIX  # noqa: E402
 from arl.gym.families import ACCUMULATORS  # noqa: E402
 from arl.gym.gymnasium_env import (  # noqa: E402
     ENV_ID,
@@ -19,7 +20,6 @@ from arl.gym.gymnasium_env import (  # noqa: E402
     charset,
     text_space,
 )
-from arl.gym.policies import get_scripted  # noqa: E402
 from arl.gym.tasks import all_tasks, get_task, tasks_for  # noqa: E402
 
 
@@ -48,7 +48,7 @@ def _play(env, policy: str, seed: int, options=None):
     history, rng = [obs.split()], random.Random(seed)
     while True:
         obs, reward, terminated, truncated, info = env.step(
-            " ".join(get_scripted(policy)(history, rng))
+            " ".join(BUGFIX.scripted(policy)(history, rng))
         )
         assert obs in env.observation_space
         history.append(obs.split())

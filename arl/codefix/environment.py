@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 
 from arl.codefix.env import CodeFixConfig, CodeFixEnv, CodeFixOutcome
-from arl.codefix.families import FAMILIES, LIST_NAMES, NOUNS, SPLITS, VERBS
+from arl.codefix.families import FAMILIES, LIST_NAMES, NOUNS, VERBS
 from arl.codefix.grammar import OBS_WORDS, TOOLS, WITH
 from arl.codefix.listing import listing, texts
-from arl.codefix.policies import SCRIPTED, get_scripted
+from arl.codefix.policies import SCRIPTED
 from arl.codefix.tasks import CodeFixTask, all_tasks, episode_names, get_task, tasks_for
+from arl.env import Environment
 from arl.gym.families import ACCUMULATORS
 from arl.text import BOS, END, NUM, UNK
 
@@ -44,66 +44,50 @@ def codefix_words() -> tuple[str, ...]:
     return tuple(dict.fromkeys(words))
 
 
-@dataclass(frozen=True)
-class CodeFix:
-    """Free-form replace edits on real modules, graded in a sandbox (Problem 14's environment)."""
-
-    name: str = "codefix"
-    families: tuple[str, ...] = FAMILIES
-    splits: tuple[str, ...] = SPLITS
-    system_prompt: str = SYSTEM_PROMPT
-    chat_call_tokens: int = CHAT_CALL_TOKENS
-    renderings: int = RENDERINGS
-
-    def default_config(self) -> CodeFixConfig:
-        return CodeFixConfig()
-
-    def tasks(self, split: str) -> tuple[CodeFixTask, ...]:
-        return tasks_for(split)
-
-    def get_task(self, name: str) -> CodeFixTask:
-        return get_task(name)
-
-    def make(self, task: CodeFixTask, config: CodeFixConfig | None = None) -> CodeFixEnv:
-        return CodeFixEnv(task, config)
-
-    def words(self) -> tuple[str, ...]:
-        return codefix_words()
-
-    def scripted(self, name: str):
-        return get_scripted(name)
-
-    def scripted_names(self) -> tuple[str, ...]:
-        return tuple(SCRIPTED)
-
-    def corpus(self) -> list[list[str]]:
-        """Pretraining text: every training module, buggy and fixed, under every renaming, as
-        a read shows it (held-out modules are never seen before evaluation)."""
-        out = []
-        for task in tasks_for("train"):
-            sources = dict.fromkeys(src for a, lst in renderings(task)
-                                    for src in task.instance(a, lst))  # fmt: skip
-            out += [texts(listing(src)) for src in sources]
-        return out
-
-    def fingerprint(self) -> list:
-        """What a model trained here depends on: the vocabulary, every task's module, and the
-        version of the scripted play its bases learn from (DATA_VERSION)."""
-        return [DATA_VERSION, codefix_words()] + [(t.name, t.source, t.split) for t in all_tasks()]
-
-    def summary(self, outcomes: Sequence[CodeFixOutcome]) -> dict[str, float | None]:
-        """The edit-apply rate apart from the solve rate (Problem 14): replace calls per
-        episode, the share of them that applied (None without any), and how many episodes end
-        with a module that parses."""
-        edits = sum(o.edits for o in outcomes)
-        n = max(len(outcomes), 1)
-        return {
-            "edits_per_episode": edits / n,
-            "apply_rate": sum(o.applied for o in outcomes) / edits if edits else None,
-            "parses_fraction": sum(o.syntax_ok for o in outcomes) / n,
-        }
+def corpus() -> list[list[str]]:
+    """Pretraining text: every training module, buggy and fixed, under every renaming, as a
+    read shows it (held-out modules are never seen before evaluation)."""
+    out = []
+    for task in tasks_for("train"):
+        sources = dict.fromkeys(src for a, lst in renderings(task) for src in task.instance(a, lst))
+        out += [texts(listing(src)) for src in sources]
+    return out
 
 
-CODEFIX = CodeFix()
+def fingerprint() -> list:
+    """What a model trained here depends on: the vocabulary, every task's module, and the
+    version of the scripted play its bases learn from (DATA_VERSION)."""
+    return [DATA_VERSION, codefix_words()] + [(t.name, t.source, t.split) for t in all_tasks()]
+
+
+def summary(outcomes: Sequence[CodeFixOutcome]) -> dict[str, float | None]:
+    """The edit-apply rate apart from the solve rate (Problem 14): replace calls per episode,
+    the share of them that applied (None without any), and how many episodes end with a module
+    that parses."""
+    edits = sum(o.edits for o in outcomes)
+    n = max(len(outcomes), 1)
+    return {
+        "edits_per_episode": edits / n,
+        "apply_rate": sum(o.applied for o in outcomes) / edits if edits else None,
+        "parses_fraction": sum(o.syntax_ok for o in outcomes) / n,
+    }
+
+
+CODEFIX = Environment(
+    name="codefix",
+    families=FAMILIES,
+    system_prompt=SYSTEM_PROMPT,
+    chat_call_tokens=CHAT_CALL_TOKENS,
+    renderings=RENDERINGS,
+    config_type=CodeFixConfig,
+    env_type=CodeFixEnv,
+    tasks=tasks_for,
+    get_task=get_task,
+    words=codefix_words,
+    policies=SCRIPTED,
+    corpus=corpus,
+    fingerprint=fingerprint,
+    summary=summary,
+)
 
 __all__ = ["CODEFIX", "episode_names"]

@@ -24,9 +24,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from arl.env import Malformed, word_call
 from arl.text import BOS, END, NUM, UNK
 
 TOOLS = ("read", "test", "replace", "submit")
+BARE_TOOLS = ("read", "test", "submit")  # the tools that take no argument
 WITH = "with"
 MALFORMED_REASONS = ("empty", "unterminated", "unknown_tool", "extra_args", "missing_with",
                      "missing_old", "bad_block")  # fmt: skip
@@ -52,23 +54,14 @@ class Call:
     new: tuple[str, ...] | str = ()
 
 
-@dataclass(frozen=True)
-class Malformed:
-    """A call that does not parse, and why (one of MALFORMED_REASONS)."""
-
-    reason: str
-
-
 def parse_words(words: Sequence[str]) -> Call | Malformed:
     """TinyAgent's words for one call; it must end with <end>."""
-    if END not in words:
-        return Malformed("unterminated")
-    body = list(words[: list(words).index(END)])
-    if not body:
-        return Malformed("empty")
-    tool, args = body[0], body[1:]
-    if tool in ("read", "test", "submit"):
-        return Call(tool) if not args else Malformed("extra_args")
+    head = word_call(words, BARE_TOOLS)
+    if isinstance(head, Malformed):
+        return head
+    tool, args = head
+    if tool in BARE_TOOLS:
+        return Call(tool)
     if tool != "replace":
         return Malformed("unknown_tool")
     if WITH not in args:
@@ -88,7 +81,7 @@ def parse_text(text: str, ended: bool) -> Call | Malformed:
     if not stripped:
         return Malformed("empty")
     head = stripped.split(None, 1)[0]
-    if head in ("read", "test", "submit"):
+    if head in BARE_TOOLS:
         return Call(head) if stripped == head else Malformed("extra_args")
     if head != "replace":
         return Malformed("unknown_tool")

@@ -23,7 +23,6 @@ from collections.abc import Callable, Sequence
 
 from arl.codefix.families import FAMILIES
 from arl.codefix.grammar import END, WITH
-from arl.errors import ArlError
 
 History = Sequence[Sequence[str]]
 ScriptedPolicy = Callable[[History, random.Random], list[str]]
@@ -223,9 +222,3 @@ SCRIPTED: dict[str, ScriptedPolicy] = {
     "random": make_random_policy(0.25, _RANDOM_WORDS),
     "random_wellformed": make_random_policy(0.0, _RANDOM_WORDS),
 }
-
-
-def get_scripted(name: str) -> ScriptedPolicy:
-    if name not in SCRIPTED:
-        raise ArlError(f"unknown scripted policy {name!r} (choose from {', '.join(SCRIPTED)})")
-    return SCRIPTED[name]

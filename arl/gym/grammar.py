@@ -15,9 +15,11 @@ import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from arl.text import BOS, END, NUM, UNK  # the renderer's words: issue start, call end, unknown
+from arl.env import Malformed, word_call
+from arl.text import BOS, END, NUM, UNK  # noqa: F401 (the gym speaks the renderer's words)
 
 TOOLS = ("read", "test", "edit", "submit")
+BARE_TOOLS = ("read", "test", "submit")  # the tools that take no argument
 FIX_OPS = ("init", "range", "compare", "minmax", "div")  # one fixing op per family
 OPS = FIX_OPS + ("hardcode_tests",)
 GENERIC_NAMES = ("x", "xs", "i", "n")  # what play without reading guesses for `init`
@@ -83,23 +85,14 @@ class Call:
     arg: str | None = None
 
 
-@dataclass(frozen=True)
-class Malformed:
-    """A call that does not parse, and why (one of MALFORMED_REASONS)."""
-
-    reason: str
-
-
 def parse_call(words: Sequence[str]) -> Call | Malformed:
     """Parse the policy's words for one call; a call must end with <end>."""
-    if END not in words:
-        return Malformed("unterminated")
-    body = list(words[: list(words).index(END)])
-    if not body:
-        return Malformed("empty")
-    tool, args = body[0], body[1:]
-    if tool in ("read", "test", "submit"):
-        return Call(tool) if not args else Malformed("extra_args")
+    head = word_call(words, BARE_TOOLS)
+    if isinstance(head, Malformed):
+        return head
+    tool, args = head
+    if tool in BARE_TOOLS:
+        return Call(tool)
     if tool != "edit":
         return Malformed("unknown_tool")
     if not args:

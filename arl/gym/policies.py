@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from arl.errors import ArlError
 from arl.gym.env import EnvConfig
 from arl.gym.grammar import END, FIX_OPS, GENERIC_NAMES, OPS, TOOLS
 
@@ -137,9 +136,3 @@ SCRIPTED: dict[str, ScriptedPolicy] = {
     "unskilled": unskilled,
     "random_wellformed": random_wellformed,
 }
-
-
-def get_scripted(name: str) -> ScriptedPolicy:
-    if name not in SCRIPTED:
-        raise ArlError(f"unknown scripted policy {name!r} (choose from {', '.join(SCRIPTED)})")
-    return SCRIPTED[name]
