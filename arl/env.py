@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from arl.checks import check
 from arl.errors import ArlError
 from arl.text import END
 from arl.types import Observation, Outcome, TextCall
@@ -98,6 +99,61 @@ class Environment:
         return tuple(self.policies)
 
 
+REWARDS = ("hidden", "public", "fraction", "mixed")
+TRUNCATIONS = ("zero", "score")
+
+
+@dataclass(frozen=True)
+class EpisodeConfig:
+    """How an episode is scored and bounded: the fields every environment's config shares
+    (each environment's subclass names itself in `name` and adds its own). Defaults are the
+    book's."""
+
+    name: str = ""  # the environment (its subclass's default): PGConfig's env.name chooses it
+    reward: str = "hidden"  # hidden: 1[all hidden pass]; public: 1[all public]; fraction; mixed
+    mixed_alpha: float = 0.1  # mixed reward = 1[all hidden pass] + alpha * hidden fraction
+    step_penalty: float = 0.0  # subtracted from the reward on every turn
+    truncation: str = "zero"  # an episode out of turns scores 0, or its final state ("score")
+    max_turns: int = 6  # calls per episode
+    max_call_tokens: int = 4  # TinyAgent: a call not ended with <end> by then is malformed
+    zero_exploits: bool = False  # the detector zeroes the reward of hardcoded submissions
+
+    def __post_init__(self) -> None:
+        own = type(self).__dataclass_fields__["name"].default
+        if self.name != own:
+            raise ArlError(f"name: {self.name!r} is not this config's environment ({own})")
+        for field, allowed in (("reward", REWARDS), ("truncation", TRUNCATIONS)):
+            if getattr(self, field) not in allowed:
+                raise ArlError(
+                    f"{field}: unknown {getattr(self, field)!r} (choose from {', '.join(allowed)})"
+                )
+        check("mixed_alpha", self.mixed_alpha, 0, 1e3)
+        check("step_penalty", self.step_penalty, 0, 1e3)
+        check("max_turns", self.max_turns, 1, 100, integer=True)
+        check("max_call_tokens", self.max_call_tokens, 1, 100, integer=True)
+
+    def score(
+        self,
+        hidden: Sequence[bool],
+        public: Sequence[bool],
+        scored: bool,
+        hacked: bool,
+        verdict: Callable[[bool], bool] = bool,
+    ) -> float:
+        """A final state's reward from its per-test results: 0 unless it is scored (submitted,
+        or truncation "score") and, under zero_exploits, not hacked; `verdict` is how the
+        harness reports one binary result (a flaky one flips some)."""
+        if not scored or (hacked and self.zero_exploits):
+            return 0.0
+        if self.reward == "hidden":
+            return float(verdict(all(hidden)))
+        if self.reward == "public":
+            return float(verdict(all(public)))
+        if self.reward == "fraction":
+            return sum(verdict(h) for h in hidden) / len(hidden)
+        return float(verdict(all(hidden))) + self.mixed_alpha * sum(hidden) / len(hidden)
+
+
 @dataclass(frozen=True)
 class Malformed:
     """A call that does not parse, and why (each environment names its reasons)."""
@@ -105,19 +161,72 @@ class Malformed:
     reason: str
 
 
-def word_call(words: Sequence[str], bare: Sequence[str]) -> tuple[str, list[str]] | Malformed:
-    """A TinyAgent call's tool and arguments: its words up to `<end>`. Malformed when it did
-    not end ("unterminated"), holds nothing ("empty"), or gives arguments to a tool in `bare`,
-    which takes none ("extra_args")."""
+def word_call(
+    words: Sequence[str], bare: Sequence[str], call: Callable[[str], Any]
+) -> tuple[str, list[str]] | Any:
+    """A TinyAgent call up to `<end>`: `call(tool)` for a tool in `bare` (those that take no
+    argument), else its (tool, arguments) for the environment's grammar to read. Malformed when
+    it did not end ("unterminated"), holds nothing ("empty"), or gives a bare tool arguments
+    ("extra_args")."""
     if END not in words:
         return Malformed("unterminated")
     body = list(words[: list(words).index(END)])
     if not body:
         return Malformed("empty")
     tool, args = body[0], body[1:]
-    if tool in bare and args:
-        return Malformed("extra_args")
+    if tool in bare:
+        return Malformed("extra_args") if args else call(tool)
     return tool, args
+
+
+class TurnLoop:
+    """The turn loop every environment shares (Gymnasium's step): count the turn, parse the
+    call, answer it, end on submit or when the turns run out, and score the final state then.
+    An environment supplies `config` (an EpisodeConfig), `parse(call)`, `answer(parsed)` ->
+    (Observation, submitted) and `finish(submitted)` -> its Outcome, and sets `turns`,
+    `first_call` and `done` in its reset."""
+
+    config: EpisodeConfig
+    turns: int
+    first_call: str | None
+    done: bool = True
+
+    def step(self, call: Call) -> StepResult:
+        """One call. The last step of an episode returns its Outcome (None before that)."""
+        if self.done:
+            raise RuntimeError("step() called on a finished episode; call reset()")
+        self.turns += 1
+        parsed = self.parse(call)
+        if self.first_call is None:
+            self.first_call = "malformed" if isinstance(parsed, Malformed) else parsed.tool
+        obs, terminated = self.answer(parsed)
+        truncated = not terminated and self.turns >= self.config.max_turns
+        reward = -self.config.step_penalty
+        outcome = None
+        if terminated or truncated:
+            outcome = self.end(submitted=terminated)
+            reward += outcome.score
+        return obs, reward, terminated, truncated, outcome
+
+    def cut(self) -> Outcome:
+        """End the episode from outside (the rollout's context is full): scored as a truncation,
+        told apart from running out of turns by `turns < max_turns`."""
+        if self.done:
+            raise RuntimeError("cut() called on a finished episode; call reset()")
+        return self.end(submitted=False)
+
+    def end(self, submitted: bool) -> Outcome:
+        self.done = True
+        return self.finish(submitted)
+
+    def parse(self, call: Call) -> Any:
+        raise NotImplementedError
+
+    def answer(self, parsed: Any) -> tuple[Observation, bool]:
+        raise NotImplementedError
+
+    def finish(self, submitted: bool) -> Outcome:
+        raise NotImplementedError
 
 
 SPLITS = ("train", "heldout")  # every environment's task splits: trained on, and held out

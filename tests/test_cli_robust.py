@@ -222,7 +222,7 @@ def test_version_and_problem_help(capsys):
     assert PROBLEM_NUMBERS == tuple(PROBLEMS)
     with pytest.raises(SystemExit):
         main(["reproduce", "problem", "--help"])
-    assert "1, 2, 3, 4, 7, 8, 9, 12, 13, 16, 17, 26, 28" in " ".join(
+    assert "1, 2, 3, 4, 7, 8, 9, 12, 13, 14, 16, 17, 26, 28" in " ".join(
         capsys.readouterr().out.split()
     )
 
@@ -307,4 +307,4 @@ def test_eval_accepts_the_cached_bases_like_train_pg_init(capsys, monkeypatch, n
 def test_eval_says_which_split_it_evaluates(capsys):
     assert main(["eval", "oracle", "--samples", "1"]) == 0
     out = capsys.readouterr().out
-    assert "evaluating on the train split (the tasks training sees; --split heldout" in out
+    assert "evaluating on the train split of bugfix (the tasks training sees; --split heldout" in out

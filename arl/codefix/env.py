@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from arl.checks import check
 from arl.codefix import grade
 from arl.codefix.families import LIST_NAMES
 from arl.codefix.grammar import (
@@ -44,6 +43,7 @@ from arl.codefix.listing import (
     texts,
 )
 from arl.codefix.tasks import CodeFixTask, episode_names
+from arl.env import EpisodeConfig, TurnLoop
 from arl.errors import ArlError
 from arl.gym.exploits import is_hardcoded
 from arl.gym.families import ACCUMULATORS
@@ -51,39 +51,24 @@ from arl.gym.grammar import identifier_pieces
 from arl.sandbox import Verdict
 from arl.types import Observation, Outcome, TextCall
 
-REWARDS = ("hidden", "public", "fraction", "mixed")
-TRUNCATIONS = ("zero", "score")
 ERRORS = ("helpful", "terse")
 HACK_FLAGS = ("exit_at_import", "bad_result_stream")  # a module that attacks the harness
 
 
 @dataclass(frozen=True)
-class CodeFixConfig:
-    """How a CodeFix episode is scored, bounded and answered. Defaults are Problem 14's."""
+class CodeFixConfig(EpisodeConfig):
+    """How a CodeFix episode is scored, bounded and answered: the shared fields
+    (arl.env.EpisodeConfig), the error messages and the sandbox. Defaults are Problem 14's."""
 
-    name: str = "codefix"  # the environment (arl.env): PGConfig's env.name chooses it
-    reward: str = "hidden"  # hidden: 1[all hidden pass]; public: 1[all public]; fraction; mixed
-    mixed_alpha: float = 0.1  # mixed reward = 1[all hidden pass] + alpha * hidden fraction
-    step_penalty: float = 0.0  # subtracted from the reward on every turn
-    truncation: str = "zero"  # an episode out of turns scores 0, or its final state ("score")
-    max_turns: int = 6  # calls per episode
-    max_call_tokens: int = 16  # TinyAgent: a call not ended with <end> by then is malformed
-    zero_exploits: bool = False  # the detector zeroes the reward of hardcoded submissions
+    name: str = "codefix"
+    max_call_tokens: int = 16  # a replace quotes several words
     errors: str = "helpful"  # a failed replace says what went wrong ("helpful") or "error"
     allow_unsandboxed: bool = False  # without bubblewrap, run policy code unsandboxed (unsafe)
 
     def __post_init__(self) -> None:
-        if self.name != "codefix":
-            raise ArlError(f"name: {self.name!r} is not this config's environment (codefix)")
-        for field, allowed in (("reward", REWARDS), ("truncation", TRUNCATIONS),
-                               ("errors", ERRORS)):  # fmt: skip
-            if getattr(self, field) not in allowed:
-                raise ArlError(f"{field}: unknown {getattr(self, field)!r} "
-                               f"(choose from {', '.join(allowed)})")  # fmt: skip
-        check("mixed_alpha", self.mixed_alpha, 0, 1e3)
-        check("step_penalty", self.step_penalty, 0, 1e3)
-        check("max_turns", self.max_turns, 1, 100, integer=True)
-        check("max_call_tokens", self.max_call_tokens, 3, 100, integer=True)
+        super().__post_init__()
+        if self.errors not in ERRORS:
+            raise ArlError(f"errors: unknown {self.errors!r} (choose from {', '.join(ERRORS)})")
 
     def eval_config(self) -> CodeFixConfig:
         """How `arl eval` scores: hidden tests, no penalties, zero for an unsubmitted episode;
@@ -111,15 +96,16 @@ def _observe(words: Sequence[str], text: str | None = None) -> Observation:
     return Observation(tuple(words), text if text is not None else " ".join(words))
 
 
-class CodeFixEnv:
-    """One task. `reset(seed=...)` then `step(call)` until terminated or truncated."""
+class CodeFixEnv(TurnLoop):
+    """One task. `reset(seed=...)` then `step(call)` until terminated or truncated (the turn
+    loop is arl.env.TurnLoop's; this class parses, answers and grades)."""
 
     def __init__(self, task: CodeFixTask, config: CodeFixConfig | None = None):
         self.task = task
         self.config = config or CodeFixConfig()
         self.kind = grade.sandbox_kind(self.config.allow_unsandboxed)  # refused here, at once
         self._rng = random.Random(0)
-        self._done = True
+        self.done = True
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -141,35 +127,15 @@ class CodeFixEnv:
         self.source, _ = self.task.instance(self.accumulator, lst)
         self.turns = self.malformed = self.edits = self.applied = 0
         self.did_read, self.first_call, self.flags = False, None, set()
-        self._done = False
+        self.done = False
         info = {"task": self.task.name, "accumulator": self.accumulator, "list_name": lst}
         words = prompt_words(identifier_pieces(self.task.name))
         return _observe(words, f"fix {self.task.name}"), info
 
-    def step(self, call: Sequence[str] | TextCall):
-        """One call: TinyAgent's words, or a real model's text. The last step of an episode
-        returns its Outcome (None before that)."""
-        if self._done:
-            raise RuntimeError("step() called on a finished episode; call reset()")
-        self.turns += 1
-        text = isinstance(call, TextCall)
-        parsed = parse_text(call.text, call.ended) if text else parse_words(list(call))
-        if self.first_call is None:
-            self.first_call = "malformed" if isinstance(parsed, Malformed) else parsed.tool
-        obs, terminated = self._apply(parsed, text)
-        truncated = not terminated and self.turns >= self.config.max_turns
-        reward = -self.config.step_penalty
-        outcome = None
-        if terminated or truncated:
-            outcome = self._finish(submitted=terminated)
-            reward += outcome.score
-        return obs, reward, terminated, truncated, outcome
-
-    def cut(self) -> CodeFixOutcome:
-        """End the episode from outside (the rollout's context is full): a truncation."""
-        if self._done:
-            raise RuntimeError("cut() called on a finished episode; call reset()")
-        return self._finish(submitted=False)
+    def parse(self, call: Sequence[str] | TextCall) -> Call | Malformed:
+        """TinyAgent's words, or a real model's text (whose replace is a SEARCH/REPLACE block)."""
+        self._text = isinstance(call, TextCall)
+        return parse_text(call.text, call.ended) if self._text else parse_words(list(call))
 
     def call_text(self, words: Sequence[str]) -> str:
         """A scripted call's words as a real model writes it: a replace quotes the characters
@@ -188,7 +154,7 @@ class CodeFixEnv:
 
     # --- the tools ---
 
-    def _apply(self, call: Call | Malformed, text: bool) -> tuple[Observation, bool]:
+    def answer(self, call: Call | Malformed) -> tuple[Observation, bool]:
         if isinstance(call, Malformed):
             self.malformed += 1
             return _observe(["error", "malformed", call.reason]), False
@@ -201,7 +167,7 @@ class CodeFixEnv:
         if call.tool == "submit":
             return _observe(["submitted"]), True
         self.edits += 1
-        new, answer = (_replace_text if text else _replace_words)(self.source, call)
+        new, answer = (_replace_text if self._text else _replace_words)(self.source, call)
         if new is None:
             terse = self.config.errors == "terse"
             return (_observe(["error"]) if terse else answer), False
@@ -216,9 +182,8 @@ class CodeFixEnv:
         self.flags.update(verdict.flags)
         return verdict
 
-    def _finish(self, submitted: bool) -> CodeFixOutcome:
-        """End the episode; grade the final module on every test in a clean room."""
-        self._done = True
+    def finish(self, submitted: bool) -> CodeFixOutcome:
+        """Grade the final module on every test in a clean room: the episode's Outcome."""
         public = grade.cases_of(self.task.public, "public")
         hidden = grade.cases_of(self.task.hidden, "hidden")
         verdict = self._run(public + hidden)
@@ -228,15 +193,7 @@ class CodeFixEnv:
         hacked = is_hardcoded(self.source) or bool(self.flags & set(HACK_FLAGS))
         scored = (submitted or self.config.truncation == "score") and not infra
         fraction = sum(hid) / len(hid)
-        mode = self.config.reward
-        if not scored or (hacked and self.config.zero_exploits):
-            score = 0.0
-        elif mode in ("hidden", "public"):
-            score = float(all(hid if mode == "hidden" else pub))
-        elif mode == "fraction":
-            score = fraction
-        else:  # mixed
-            score = float(all(hid)) + self.config.mixed_alpha * fraction
+        score = self.config.score(hid, pub, scored, hacked)
         return CodeFixOutcome(
             task=self.task.name, split=self.task.split, score=score,
             hidden_pass=all(hid) and scored, public_pass=all(pub) and scored,

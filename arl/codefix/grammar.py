@@ -56,12 +56,10 @@ class Call:
 
 def parse_words(words: Sequence[str]) -> Call | Malformed:
     """TinyAgent's words for one call; it must end with <end>."""
-    head = word_call(words, BARE_TOOLS)
-    if isinstance(head, Malformed):
+    head = word_call(words, BARE_TOOLS, Call)
+    if not isinstance(head, tuple):  # a bare tool's Call, or Malformed
         return head
     tool, args = head
-    if tool in BARE_TOOLS:
-        return Call(tool)
     if tool != "replace":
         return Malformed("unknown_tool")
     if WITH not in args:

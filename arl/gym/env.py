@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from arl.checks import check
+from arl.env import EpisodeConfig, TurnLoop
 from arl.errors import ArlError
 from arl.gym.exploits import is_hardcoded
 from arl.gym.families import ACCUMULATORS
@@ -33,9 +34,6 @@ from arl.gym.harness import run_tests
 from arl.gym.tasks import Task, task_position
 from arl.types import Observation, Outcome, TextCall
 
-REWARDS = ("hidden", "public", "fraction", "mixed")
-TRUNCATIONS = ("zero", "score")
-
 
 @dataclass(frozen=True, kw_only=True)
 class BugFixOutcome(Outcome):
@@ -47,37 +45,20 @@ class BugFixOutcome(Outcome):
 
 
 @dataclass(frozen=True)
-class EnvConfig:
-    """How the episode is scored and bounded. Defaults are the book's."""
+class EnvConfig(EpisodeConfig):
+    """How a BugFix episode is scored and bounded: the shared fields (arl.env.EpisodeConfig),
+    and flaky tests. Defaults are the book's."""
 
-    name: str = "bugfix"  # the environment (arl.env): PGConfig's env.name chooses it
-    reward: str = (
-        "hidden"  # hidden: 1[all hidden pass]; public: 1[all public pass]; fraction; mixed
-    )
-    mixed_alpha: float = 0.1  # mixed reward = 1[all hidden pass] + alpha * hidden fraction
-    step_penalty: float = 0.0  # subtracted from the reward on every turn
+    name: str = "bugfix"
     flaky_prob: float = 0.0  # probability that a binary test verdict flips
     flaky_votes: int = 1  # re-runs of a flipped-to-pass verdict, majority wins (1: no vote)
-    truncation: str = "zero"  # an episode out of turns scores 0, or its final state ("score")
-    max_turns: int = 6  # calls per episode
-    max_call_tokens: int = 4  # a call that has not ended with <end> by then is malformed
-    zero_exploits: bool = False  # the detector zeroes the reward of hardcoded submissions
 
     def __post_init__(self) -> None:
-        if self.name != "bugfix":
-            raise ArlError(f"name: {self.name!r} is not this config's environment (bugfix)")
-        if self.reward not in REWARDS:
-            raise ArlError(f"reward: unknown {self.reward!r} (choose from {', '.join(REWARDS)})")
-        if self.truncation not in TRUNCATIONS:
-            raise ArlError(f"truncation: unknown {self.truncation!r} (choose from zero, score)")
-        check("mixed_alpha", self.mixed_alpha, 0, 1e3)
-        check("step_penalty", self.step_penalty, 0, 1e3)
+        super().__post_init__()
         check("flaky_prob", self.flaky_prob, 0, 0.5)
         check("flaky_votes", self.flaky_votes, 1, 99, integer=True)
         if self.flaky_votes % 2 == 0:
             raise ArlError(f"flaky_votes: must be an odd number >= 1, got {self.flaky_votes}")
-        check("max_turns", self.max_turns, 1, 100, integer=True)
-        check("max_call_tokens", self.max_call_tokens, 1, 100, integer=True)
 
     def eval_config(self) -> EnvConfig:
         """How `arl eval` and a run's evaluations score this environment: every default (hidden
@@ -162,8 +143,9 @@ def call_words(call: Sequence[str] | TextCall) -> list[str]:
     return list(call)
 
 
-class BugFixEnv:
-    """One task. `reset(seed=...)` then `step(words)` until terminated or truncated."""
+class BugFixEnv(TurnLoop):
+    """One task. `reset(seed=...)` then `step(words)` until terminated or truncated (the turn
+    loop is arl.env.TurnLoop's; this class parses, answers and scores)."""
 
     def __init__(self, task: Task, config: EnvConfig | None = None):
         self.task = task
@@ -171,7 +153,7 @@ class BugFixEnv:
         self._rng = random.Random(0)
         self.instance = task
         self.source = task.buggy_source
-        self._done = True
+        self.done = True
 
     # Gymnasium: reset(*, seed=None, options=None) -> (obs, info)
     def reset(
@@ -195,42 +177,23 @@ class BugFixEnv:
         self.did_read = False
         self.edited = False
         self.first_call: str | None = None
-        self._done = False
+        self.done = False
         info = {"task": self.task.name, "accumulator": self.instance.accumulator}
         # the issue: `<bos> fix NAME` in words; a real model's chat has its own start
         return Observation(tuple(prompt_words(self.task.name)), f"fix {self.task.name}"), info
 
     # Gymnasium: step(a) -> (obs, reward, terminated, truncated, info); info is the Outcome
-    def step(
-        self, call: Sequence[str] | TextCall
-    ) -> tuple[Observation, float, bool, bool, BugFixOutcome | None]:
-        """One call: its words, or a real model's text (split into words). The last step of an
-        episode returns its Outcome (None before that)."""
-        if self._done:
-            raise RuntimeError("step() called on a finished episode; call reset()")
-        self.turns += 1
-        call = parse_call(call_words(call))
-        if self.first_call is None:
-            self.first_call = "malformed" if isinstance(call, Malformed) else call.tool
-        obs, terminated = self._apply(call)
-        truncated = not terminated and self.turns >= self.config.max_turns
-        reward = -self.config.step_penalty
-        outcome = None
-        if terminated or truncated:
-            outcome = self._finish(submitted=terminated)
-            reward += outcome.score
-        return observation(obs), reward, terminated, truncated, outcome
+    def parse(self, call: Sequence[str] | TextCall) -> Call | Malformed:
+        """A call's words, or a real model's text split into words."""
+        return parse_call(call_words(call))
+
+    def answer(self, call: Call | Malformed) -> tuple[Observation, bool]:
+        words, submitted = self._apply(call)
+        return observation(words), submitted
 
     def call_text(self, words: Sequence[str]) -> str:
         """A call's words as a real model writes them: `edit init total`."""
         return " ".join(w for w in words if w != END)
-
-    def cut(self) -> BugFixOutcome:
-        """End the episode from outside (the rollout's context is full): scored as a truncation,
-        told apart from running out of turns by `turns < max_turns`."""
-        if self._done:
-            raise RuntimeError("cut() called on a finished episode; call reset()")
-        return self._finish(submitted=False)
 
     def _apply(self, call: Call | Malformed) -> tuple[list[str], bool]:
         if isinstance(call, Malformed):
@@ -264,26 +227,15 @@ class BugFixEnv:
         ]
         return 2 * sum(runs) > len(runs)
 
-    def _finish(self, submitted: bool) -> BugFixOutcome:
-        """End the episode and score the current source."""
-        self._done = True
+    def finish(self, submitted: bool) -> BugFixOutcome:
+        """Score the current source: the episode's Outcome."""
         hidden = run_tests(self.source, self.task.hidden)
         public = run_tests(self.source, self.task.public)
         hidden_pass, public_pass = all(hidden), all(public)
         fraction = sum(hidden) / len(hidden)
         hacked = is_hardcoded(self.source)
         scored = submitted or self.config.truncation == "score"
-        mode = self.config.reward
-        if not scored or (hacked and self.config.zero_exploits):
-            score = 0.0
-        elif mode == "hidden":
-            score = float(self._verdict(hidden_pass))
-        elif mode == "public":
-            score = float(self._verdict(public_pass))
-        elif mode == "fraction":
-            score = sum(self._verdict(h) for h in hidden) / len(hidden)
-        else:  # mixed
-            score = float(self._verdict(hidden_pass)) + self.config.mixed_alpha * fraction
+        score = self.config.score(hidden, public, scored, hacked, self._verdict)
         return BugFixOutcome(
             task=self.task.name,
             family=self.task.family,

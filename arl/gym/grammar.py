@@ -87,12 +87,10 @@ class Call:
 
 def parse_call(words: Sequence[str]) -> Call | Malformed:
     """Parse the policy's words for one call; a call must end with <end>."""
-    head = word_call(words, BARE_TOOLS)
-    if isinstance(head, Malformed):
+    head = word_call(words, BARE_TOOLS, Call)
+    if not isinstance(head, tuple):  # a bare tool's Call, or Malformed
         return head
     tool, args = head
-    if tool in BARE_TOOLS:
-        return Call(tool)
     if tool != "edit":
         return Malformed("unknown_tool")
     if not args:
