@@ -16,7 +16,7 @@ from arl.gym import default_vocab
 from arl.gym.tasks import tasks_for
 from arl.model import TinyAgent, TinyAgentConfig
 from arl.rollout import rollout_batch
-from arl.train import pg
+from arl.train import pg, pg_groups
 from arl.train.bases import BaseConfig, weak_base_data
 from arl.train.checkpoint import STATE_FILE, checkpoints, load_checkpoint
 from arl.train.pg import TIMING_KEYS, accumulate_policy_gradient, advantages, train_pg
@@ -383,7 +383,7 @@ def test_async_rollouts_take_the_first_job_within_the_staleness_bound_and_drop_o
 
     a, b = (t.name for t in tasks_for("train")[:2])
     groups = lambda name: [[SimpleNamespace(task=name)]]  # noqa: E731
-    r = pg.Rollouts.__new__(pg.Rollouts)
+    r = pg_groups.Rollouts.__new__(pg_groups.Rollouts)
     r.config, r.dropped = PGConfig(staleness=1), 0
     r.workers = _ScriptedWorkers([(0, groups(a)), (2, groups(b)), (3, groups(a))])
     chosen, _, lag = r.ahead(None, None, None, step=4)  # weights 0 are 3 updates old: dropped

@@ -1,0 +1,130 @@
+"""PG's data source: G episodes of each task per step, from the sampler's weights.
+
+The tasks of a step (`choose_tasks`: tasks whose last group was all-pass or all-fail sit out a
+cooldown), their groups sampled in this process or on Ray rollout workers (`Rollouts`, sync or
+async within the staleness bound), all-equal groups refilled with other tasks under dynamic
+sampling (`refill`), and the weights k optimizer steps old that simulated async sampling uses
+(`sampler_of`). The loop that weights these episodes is arl.train.pg.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from arl.env import Task, get_environment
+from arl.losses import degenerate_groups
+from arl.model import TinyAgent
+from arl.rollout import rollout_batch
+from arl.train.checkpoint import LoopState
+from arl.train.pg_config import PGConfig
+from arl.types import Trajectory
+
+
+def sample_groups(
+    sampler: TinyAgent, tasks: Sequence[Task], config: PGConfig, seed: int
+) -> list[list[Trajectory]]:
+    """G episodes of each task in one batched rollout; returns one group per task."""
+    G = config.group_size
+    jobs = [t for t in tasks for _ in range(G)]
+    trajs = rollout_batch(sampler, jobs, seed=seed, env_config=config.env,
+                          temperature=config.temperature, top_p=config.top_p)  # fmt: skip
+    return [trajs[i * G : (i + 1) * G] for i in range(len(tasks))]
+
+
+def group_rewards(groups: Sequence[Sequence[Trajectory]]) -> torch.Tensor:
+    return torch.tensor([[t.reward for t in g] for g in groups], dtype=torch.float)  # (N, G)
+
+
+def choose_tasks(pool: Sequence[Task], s: LoopState, n: int, step: int) -> list[Task]:
+    """n distinct tasks, minus those whose last group was degenerate (pass-rate filtering)."""
+    eligible = [t for t in pool if s.cooldown.get(t.name, 0) <= step]
+    resting = [t for t in pool if s.cooldown.get(t.name, 0) > step]
+    if len(eligible) >= n:
+        return s.rng.sample(eligible, n)
+    extra = s.rng.sample(resting, min(n - len(eligible), len(resting)))
+    return eligible + extra + s.rng.choices(pool, k=n - len(eligible) - len(extra))
+
+
+def refill(draw, pool, chosen, groups, config: PGConfig, s: LoopState) -> int:
+    """Dynamic sampling: replace all-equal groups by groups of other tasks, in place; returns
+    the episodes sampled for it."""
+    sampled = 0
+    for _ in range(config.max_refills if config.dynamic_sampling else 0):
+        bad = degenerate_groups(group_rewards(groups)).nonzero().flatten().tolist()
+        if not bad:
+            break
+        used = {t.name for t in chosen}
+        fresh = [t for t in pool if t.name not in used] or pool
+        if len(fresh) >= len(bad):
+            new_tasks = s.rng.sample(fresh, len(bad))
+        else:
+            new_tasks = [s.rng.choice(fresh) for _ in bad]
+        new = draw(new_tasks, s.rng.randrange(2**31))
+        sampled += len(new_tasks) * config.group_size
+        for j, i in enumerate(bad):
+            if not degenerate_groups(group_rewards([new[j]]))[0]:
+                groups[i], chosen[i] = new[j], new_tasks[j]
+    return sampled
+
+
+def remote_groups(policy, tasks: Sequence[Task], seed: int, config: PGConfig):
+    """A rollout worker's job: sample_groups on the worker's copy of the policy."""
+    return sample_groups(policy, tasks, config, seed)
+
+
+class Rollouts:
+    """Where a step's groups come from: this process, or `rollout_workers` Ray actors.
+
+    Synchronous (the default): the sampler's weights (k steps old under `staleness` k) go
+    to a worker and the step waits, so the episodes are the in-process ones. Asynchronous:
+    every worker always holds a job planned from the newest weights; a step takes the first
+    one that finishes, `lag` updates old, and drops it (and samples again) past `staleness`.
+    """
+
+    def __init__(self, model, config: PGConfig):
+        self.config, self.workers, self.dropped = config, None, 0
+        if config.rollout_workers:
+            from functools import partial
+
+            from arl.rollout_workers import RolloutWorkers
+
+            job = partial(remote_groups, config=config)
+            self.workers = RolloutWorkers(model, job, config.rollout_workers, config.ray_address)
+
+    def sample(self, sampler, version: int, tasks: Sequence[Task], seed: int) -> list:
+        """The groups of `tasks`, sampled now by `sampler` (weights `version`)."""
+        if self.workers is None:
+            return sample_groups(sampler, tasks, self.config, seed)
+        self.workers.submit(version, sampler.state_dict(), tasks, seed)
+        return self.workers.next()[1]
+
+    def ahead(self, model, pool, s: LoopState, step: int) -> tuple[list[Task], list, int]:
+        """Async: the first finished job within the staleness bound: (tasks, groups, lag)."""
+        k = self.config.tasks_per_step
+        while True:
+            while self.workers.idle:  # keep every worker busy, from the newest weights
+                planned = choose_tasks(pool, s, k, step)
+                self.workers.submit(step - 1, model.state_dict(), planned, s.rng.randrange(2**31))
+            version, groups = self.workers.next()
+            lag = step - 1 - version  # optimizer steps since those weights
+            if lag <= self.config.staleness:
+                environment = get_environment(self.config.env.name)
+                return [environment.get_task(g[0].task) for g in groups], groups, lag
+            self.dropped += 1
+
+    def close(self) -> None:
+        if self.workers is not None:
+            self.workers.close()
+
+
+def sampler_of(model: TinyAgent, behavior: TinyAgent | None, s: LoopState, k: int) -> TinyAgent:
+    """The weights of k optimizer steps ago (simulated async sampling, Problem 16)."""
+    if not k:
+        return model
+    s.queue.append({n: v.detach().clone() for n, v in model.state_dict().items()})
+    while len(s.queue) > k + 1:
+        s.queue.popleft()
+    behavior.load_state_dict(s.queue[0])
+    return behavior
