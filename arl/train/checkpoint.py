@@ -218,6 +218,11 @@ STATE_KEYS = frozenset(  # what trainer_state.pt holds: a file without one of th
     "step optimizer python_rng torch_rng reference queue cooldown entropy_coef config".split()
 )
 ALWAYS_CHANGEABLE = ("resume", "out")  # resuming, or a run folder that was moved
+# What a resume cannot honour: the run's random state continues from the checkpoint.
+NEVER_ON_RESUME = {"seed": "the run's random state continues from the checkpoint"}
+# The settings a checkpoint holds state for, which restore() sets from the new config when
+# they were allowed to change (everything else is read from the config at every step).
+REAPPLIED = ("lr", "weight_decay", "entropy_coef", "kl")
 
 
 @dataclass
@@ -331,7 +336,11 @@ def resume_state(ckpt: Path, model: TinyAgent, config: PGConfig, allow_change) -
         raise ArlError(f"checkpoint {ckpt}: corrupt {STATE_FILE} (config)") from None
     if not isinstance(saved, dict):
         raise ArlError(f"checkpoint {ckpt}: corrupt {STATE_FILE} (config)")
-    changes = {k: v for k, v in config_changes(saved, config).items() if k not in allow_change}
+    every = config_changes(saved, config)
+    for key, why in NEVER_ON_RESUME.items():
+        if key in every:
+            raise ArlError(f"resume: {key} cannot change on a resume ({why}); start a new run")
+    changes = {k: v for k, v in every.items() if k not in allow_change}
     if changes:
         shown = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in list(changes.items())[:3])
         raise ArlError(
@@ -342,7 +351,7 @@ def resume_state(ckpt: Path, model: TinyAgent, config: PGConfig, allow_change) -
     if nonfinite_tensor({str(i): t for i, t in enumerate(tensors) if torch.is_tensor(t)}):
         raise ArlError(f"resume: {ckpt}: non-finite optimizer state")
     model.load_state_dict(loaded.state_dict())
-    return st
+    return {**st, "changed": sorted(every)}
 
 
 def restore(out: Path, model: TinyAgent, s: LoopState, config: PGConfig, allow_change) -> None:
@@ -355,12 +364,17 @@ def restore(out: Path, model: TinyAgent, s: LoopState, config: PGConfig, allow_c
         s.opt.load_state_dict(st["optimizer"])
         s.rng.setstate(_to_rng_state(st["python_rng"]))
         torch.set_rng_state(st["torch_rng"])
-        if s.ref is not None:
-            s.ref.load_state_dict(st["reference"])
+        if s.ref is not None:  # a KL switched on at the resume: the reference is this policy
+            s.ref.load_state_dict(st["reference"] or model.state_dict())
     except (ValueError, TypeError, KeyError, RuntimeError) as e:
         raise ArlError(f"resume: {ckpt}: trainer state does not fit this run ({e})") from None
+    for group in s.opt.param_groups:  # what --allow-change admitted takes effect (REAPPLIED)
+        group["lr"], group["weight_decay"] = config.lr, config.weight_decay
     s.queue, s.cooldown = deque(st["queue"]), dict(st["cooldown"])
-    s.entropy_coef, s.step = float(st["entropy_coef"]), st["step"]
+    s.step = st["step"]
+    s.entropy_coef = config.entropy_coef if "entropy_coef" in st["changed"] else float(
+        st["entropy_coef"]
+    )
 
 
 def last_good(out: Path | None) -> str:

@@ -1,0 +1,81 @@
+"""A resume applies what --allow-change admits: the optimizer's learning rate and weight decay,
+the entropy coefficient and a KL switched on take effect; a seed cannot change (issue 26)."""
+
+import io
+
+import pytest
+import torch
+
+from arl.errors import ArlError
+from arl.gym import default_vocab
+from arl.gym.tasks import tasks_for
+from arl.model import TinyAgent, TinyAgentConfig
+from arl.train.checkpoint import REAPPLIED, STATE_FILE, checkpoints
+from arl.train.pg import train_pg
+from arl.train.pg_config import PGConfig
+
+SMALL = dict(tasks_per_step=2, group_size=2, minibatches=1, save_every=1, lr=3e-4)
+
+
+def _model() -> TinyAgent:
+    torch.manual_seed(0)
+    shape = dict(n_layer=1, n_embd=32, n_head=2, block_size=256)
+    return TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab()), **shape))
+
+
+def _state(out) -> dict:
+    data = (checkpoints(out)[-1] / STATE_FILE).read_bytes()
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("lr", 3e-3), ("weight_decay", 0.1), ("entropy_coef", 0.05), ("kl", "k3")]
+)
+def test_an_admitted_change_takes_effect(tmp_path, field, value):
+    assert field in REAPPLIED
+    tasks = tasks_for("train")[:4]
+    train_pg(_model(), PGConfig(steps=2, out=str(tmp_path), **SMALL), tasks, steps=1)  # a stop
+    before = _state(tmp_path)
+    config = PGConfig(steps=2, out=str(tmp_path), resume=True, **{**SMALL, field: value})
+    with pytest.raises(ArlError, match=f"--allow-change {field}"):
+        train_pg(_model(), config, tasks)
+    history = train_pg(_model(), config, tasks, allow_change=(field,))
+    after = _state(tmp_path)
+    assert after["step"] == 2 and [r["step"] for r in history if "reward" in r] == [2]
+    group = after["optimizer"]["param_groups"][0]
+    if field in ("lr", "weight_decay"):
+        assert before["optimizer"]["param_groups"][0][field] != value and group[field] == value
+    elif field == "entropy_coef":
+        assert before["entropy_coef"] == 0.0 and after["entropy_coef"] == value
+    else:  # the KL's reference is the policy it resumed: saved, and equal to its weights then
+        assert before["reference"] == {} and set(after["reference"]) == set(_model().state_dict())
+        assert "kl/ref_k3" in history[-1]
+
+
+def test_a_seed_cannot_change_on_a_resume(tmp_path):
+    tasks = tasks_for("train")[:4]
+    train_pg(_model(), PGConfig(steps=2, out=str(tmp_path), **SMALL), tasks, steps=1)
+    config = PGConfig(steps=2, seed=5, out=str(tmp_path), resume=True, **SMALL)
+    with pytest.raises(ArlError, match="seed cannot change on a resume"):
+        train_pg(_model(), config, tasks, allow_change=("seed",))
+
+
+def test_an_unchanged_resume_keeps_the_saved_state(tmp_path):
+    """Re-applying the config is a no-op when nothing changed: the optimizer's groups hold the
+    values they were saved with, and a resumed run equals an uninterrupted one."""
+    tasks = tasks_for("train")[:4]
+    whole = tmp_path / "whole"
+    train_pg(_model(), PGConfig(steps=2, out=str(whole), **SMALL), tasks)
+    part = tmp_path / "part"
+    train_pg(_model(), PGConfig(steps=2, out=str(part), **SMALL), tasks, steps=1)
+    train_pg(_model(), PGConfig(steps=2, out=str(part), resume=True, **SMALL), tasks)
+    a, b = _state(whole), _state(part)
+    assert a["optimizer"]["param_groups"] == b["optimizer"]["param_groups"]
+    assert all(
+        torch.equal(x, y)
+        for x, y in zip(_flat(a["optimizer"]["state"]), _flat(b["optimizer"]["state"]), strict=True)
+    )
+
+
+def _flat(state: dict) -> list:
+    return [t for k in sorted(state) for t in state[k].values() if torch.is_tensor(t)]
