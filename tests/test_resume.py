@@ -79,3 +79,44 @@ def test_an_unchanged_resume_keeps_the_saved_state(tmp_path):
 
 def _flat(state: dict) -> list:
     return [t for k in sorted(state) for t in state[k].values() if torch.is_tensor(t)]
+
+
+def test_a_damaged_newest_checkpoint_is_refused_naming_the_last_good_one(tmp_path):
+    """Deleting ckpt-2's trainer state used to make a resume start silently from ckpt-1 and
+    overwrite ckpt-2; now it is refused, naming both (remove the damaged one to go back)."""
+    tasks = tasks_for("train")[:4]
+    config = PGConfig(steps=3, out=str(tmp_path), keep_checkpoints=3, **SMALL)
+    train_pg(_model(), config, tasks, steps=2)
+    (tmp_path / "ckpt-000002" / STATE_FILE).unlink()
+    resume = PGConfig(steps=3, out=str(tmp_path), resume=True, keep_checkpoints=3, **SMALL)
+    with pytest.raises(
+        ArlError,
+        match=r"ckpt-000002 is damaged .*last good checkpoint is .*"
+        r"ckpt-000001: remove .*ckpt-000002 to resume from it",
+    ):
+        train_pg(_model(), resume, tasks)
+    weights = tmp_path / "ckpt-000002" / "model.safetensors"
+    (tmp_path / "ckpt-000001" / "model.safetensors").write_bytes(b"garbage")  # now both bad
+    with pytest.raises(ArlError, match="damaged"):
+        train_pg(_model(), resume, tasks)
+    assert weights.exists()  # nothing was overwritten
+
+
+def test_a_checkpoint_is_discarded_by_a_rename_first(tmp_path, monkeypatch):
+    """A kill while an old checkpoint is deleted leaves a temp folder (removed when the run
+    folder is next claimed), never a half ckpt-N that a resume would take for a checkpoint."""
+    import shutil
+
+    from arl.train import checkpoint
+
+    ckpt = tmp_path / "ckpt-000001"
+    (ckpt / "x").mkdir(parents=True)
+
+    def killed(path, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shutil, "rmtree", killed)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.discard(ckpt)
+    assert not ckpt.exists() and checkpoint.checkpoint_dirs(tmp_path) == []
+    assert [p.name for p in tmp_path.iterdir()] == [".tmp-gone-ckpt-000001"]
