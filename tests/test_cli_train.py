@@ -147,3 +147,17 @@ def test_train_sft_takes_a_warmup_a_decay_and_a_beta2_and_refuses_bad_ones(cli, 
     for flag, value in bad:
         code, _, err = cli("train", "sft", "--init", init, flag, value, "--out", str(tmp_path))
         assert code == 2 and flag in err and "\n" not in err.strip()
+
+
+def test_train_rft_and_dpo_run_from_their_derived_flags(cli, tmp_path, init):
+    out = tmp_path / "rft"
+    rft = "--rounds 1 --samples 1 --steps-per-round 1 --dedup --set temperature=0.9"
+    quick = ["--init", init, "--eval-samples", "1", "--quiet"]
+    code, _, err = cli("train", "rft", *rft.split(), *quick, "--out", str(out))
+    assert code == 0, err
+    settings = json.loads((out / "results.json").read_text())["settings"]
+    keys = ("samples_per_task", "dedup", "temperature")
+    assert [settings[k] for k in keys] == [1, True, 0.9]
+    dpo = ["--samples", "1", "--steps", "1", "--out", str(tmp_path / "dpo")]
+    code, _, err = cli("train", "dpo", *dpo, *quick)
+    assert code == 2 and "no task had both" in err and "--samples" in err  # untrained: no pairs

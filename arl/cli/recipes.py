@@ -15,21 +15,16 @@ import random
 from dataclasses import asdict
 from pathlib import Path
 
-from arl.cli.args import (
-    add_env_flags,
-    env_config_of,
-    float_in,
-    int_in,
-    nonneg_float,
-    positive_float,
-    positive_int,
-    seed_int,
-)
+from arl.checks import check_seed
+from arl.cli.args import add_env_flags, env_config_of, positive_int, seed_int
+from arl.cli.config_flags import add_config_flags, config_from
 from arl.errors import ArlError
 
 OWNED = ("final", "final/*", "metrics.jsonl", "results.json")
 DEVICES = ("cpu", "cuda")
 DTYPES = ("float32", "bfloat16")
+RFT_ALIASES = {"samples": "samples_per_task"}  # the flag's name before it was derived
+SEEDS = "--seed also seeds the starting policy and the evaluation."
 
 
 def add_policy_flags(p: argparse.ArgumentParser, init_default: str | None = "weak") -> None:
@@ -75,8 +70,9 @@ def _evaluate(model, samples: int, seed: int, args: argparse.Namespace) -> dict:
     return out
 
 
-def _run(args: argparse.Namespace, recipe: str, train) -> int:
-    """Claim OUT, load the policy, train it with `train(model, progress)`, evaluate, save."""
+def _run(args: argparse.Namespace, recipe: str, seed: int, train) -> int:
+    """Claim OUT, load the policy (from `seed`), train it with `train(model, progress)`,
+    evaluate (from `seed`), save."""
     from arl.env import get_environment
     from arl.progress import Progress
     from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, dumps_finite
@@ -90,18 +86,17 @@ def _run(args: argparse.Namespace, recipe: str, train) -> int:
     environment = get_environment(args.env)  # a missing sandbox too
     environment.make(environment.tasks("train")[0], env_config_of(args))
     with claim_output_dir(out, f"train {recipe}", OWNED, overwrite=args.overwrite):
-        model = policy_from(args, args.seed)
+        model = policy_from(args, seed)
         source = args.model or args.init
         print(f"arl train {recipe}: {model.num_params():,} parameters from {source} -> {out}")
         with Progress(recipe, enabled=not args.quiet) as bar:
             history, settings = train(model, bar)
             bar.event("evaluating both splits")
-            final = _evaluate(model, args.eval_samples, args.seed, args)
+            final = _evaluate(model, args.eval_samples, seed, args)
         atomic_write_text(out / "metrics.jsonl", "".join(dumps_finite(r) + "\n" for r in history))
         save_policy(model, out / "final", extra={"kind": recipe, "source": source})
-        results = {"recipe": recipe, "env": args.env, "source": source, "settings": settings,
-                   **final}  # fmt: skip
-        atomic_write_json(out / "results.json", results)
+        results = {"recipe": recipe, "env": args.env, "source": source, "settings": settings}
+        atomic_write_json(out / "results.json", results | final)
     print(
         f"train pass {final['eval/train_pass_rate']:.3f}, held-out pass "
         f"{final['eval/heldout_pass_rate']:.3f}; policy: {out / 'final'}"
@@ -109,14 +104,17 @@ def _run(args: argparse.Namespace, recipe: str, train) -> int:
     return 0
 
 
+def _user_seed(config) -> None:
+    """The config's seed also seeds the policy and the evaluation: a user's seed (< 2^32)."""
+    check_seed("seed", config.seed)
+
+
 def cmd_sft(args: argparse.Namespace) -> int:
     from arl.rollout import renderer_of
     from arl.train.bases import oracle_sft_data
     from arl.train.sft import SFTConfig, sft_train
 
-    config = SFTConfig(args.steps, args.batch_size, args.lr, seed=args.seed,
-                       warmup_steps=args.warmup_steps, decay=args.decay,
-                       beta2=args.beta2)  # fmt: skip
+    config = config_from(args, SFTConfig, check=_user_seed)
 
     def train(model, bar):
         renderer = renderer_of(model) if args.model else None  # a real model's chat
@@ -128,21 +126,14 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
         return sft_train(model, demos, config, hook=hook, hook_every=1), asdict(config)
 
-    return _run(args, "sft", train)
+    return _run(args, "sft", config.seed, train)
 
 
 def cmd_rft(args: argparse.Namespace) -> int:
     from arl.env import get_environment
     from arl.train.rft import RFTConfig, expert_iteration
 
-    config = RFTConfig(
-        rounds=args.rounds,
-        samples_per_task=args.samples,
-        steps_per_round=args.steps_per_round,
-        lr=args.lr,
-        filter=args.filter,
-        seed=args.seed,
-    )
+    config = config_from(args, RFTConfig)
 
     def train(model, bar):
         bar.total = config.rounds
@@ -154,7 +145,7 @@ def cmd_rft(args: argparse.Namespace) -> int:
         history = expert_iteration(model, tasks, config, hook=hook, env_config=env_config_of(args))
         return history, asdict(config)
 
-    return _run(args, "rft", train)
+    return _run(args, "rft", config.seed, train)
 
 
 def cmd_dpo(args: argparse.Namespace) -> int:
@@ -162,12 +153,12 @@ def cmd_dpo(args: argparse.Namespace) -> int:
     from arl.eval.metrics import graded, run_policy
     from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 
-    config = DPOConfig(steps=args.steps, beta=args.beta, lr=args.lr, nll_weight=args.nll_weight)
+    config = config_from(args, DPOConfig)
 
     def train(model, bar):
         tasks = get_environment(args.env).tasks("train")
-        samples = run_policy(model, tasks, args.samples, seed=args.seed,
-                             env_config=env_config_of(args))  # fmt: skip
+        env_config = env_config_of(args)
+        samples = run_policy(model, tasks, args.samples, seed=args.seed, env_config=env_config)
         pairs = build_pairs(graded(samples), random.Random(args.seed))
         if not pairs:
             raise ArlError(
@@ -184,13 +175,12 @@ def cmd_dpo(args: argparse.Namespace) -> int:
         history = dpo_train(model, copy.deepcopy(model), pairs, config, hook=hook, hook_every=1)
         return history, {**asdict(config), "pairs": len(pairs), "samples": args.samples}
 
-    return _run(args, "dpo", train)
+    return _run(args, "dpo", args.seed, train)
 
 
 def _common(p: argparse.ArgumentParser, recipe: str) -> None:
+    """The flags of every recipe that are not its config's fields."""
     add_policy_flags(p)
-    p.add_argument("--lr", type=positive_float, default=1e-3)
-    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--eval-samples", type=positive_int, default=4, help="episodes per task")
     p.add_argument("--out", help=f"the run folder (default runs/{recipe})")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier run in OUT")
@@ -198,42 +188,27 @@ def _common(p: argparse.ArgumentParser, recipe: str) -> None:
 
 
 def register(ts: argparse._SubParsersAction) -> None:
-    """Add sft, rft and dpo to `arl train`."""
+    """Add sft, rft and dpo to `arl train`: each config's fields are its flags (config_flags)."""
+    from arl.train.dpo import DPOConfig
+    from arl.train.rft import RFTConfig
+    from arl.train.sft import SFTConfig
+
     help_sft = "SFT on the 20 oracle demonstrations, the accumulator drawn afresh (action mask)"
-    p = ts.add_parser("sft", help=help_sft)
+    p = ts.add_parser("sft", help=help_sft, description=f"{help_sft}. {SEEDS}")
     _common(p, "sft")
-    p.add_argument("--steps", type=positive_int, default=40)
-    p.add_argument("--batch-size", type=positive_int, default=16)
-    p.add_argument(
-        "--warmup-steps",
-        type=int_in(0, 10_000_000),
-        default=0,
-        help="linear learning-rate warmup steps (default 0)",
-    )
-    p.add_argument(
-        "--decay",
-        choices=("constant", "cosine"),
-        default="constant",
-        help="the learning rate after warmup (default constant)",
-    )
-    p.add_argument(
-        "--beta2",
-        type=float_in(0.0, 1.0, open_lo=True, open_hi=True),
-        default=0.999,
-        help="AdamW's second-moment decay (default 0.999, torch's; GPT-style runs use 0.95)",
-    )
+    add_config_flags(p, SFTConfig)
     p.set_defaults(func=cmd_sft)
-    p = ts.add_parser("rft", help="expert iteration: sample, keep passing episodes, SFT on them")
+    help_rft = "expert iteration: sample, keep passing episodes, SFT on them"
+    p = ts.add_parser("rft", help=help_rft, description=f"{help_rft}. {SEEDS}")
     _common(p, "rft")
-    p.add_argument("--rounds", type=positive_int, default=4)
-    p.add_argument("--samples", type=positive_int, default=16, help="episodes per task per round")
-    p.add_argument("--steps-per-round", type=positive_int, default=15)
-    p.add_argument("--filter", choices=("hidden", "public"), default="hidden")
+    add_config_flags(p, RFTConfig, aliases=RFT_ALIASES)
     p.set_defaults(func=cmd_rft)
-    p = ts.add_parser("dpo", help="offline DPO on the policy's own passing / failing episodes")
+    help_dpo = "offline DPO on the policy's own passing / failing episodes"
+    p = ts.add_parser("dpo", help=help_dpo, description=help_dpo)
     _common(p, "dpo")
-    p.add_argument("--steps", type=positive_int, default=100)
-    p.add_argument("--samples", type=positive_int, default=8, help="episodes per task")
-    p.add_argument("--beta", type=positive_float, default=0.1)
-    p.add_argument("--nll-weight", type=nonneg_float, default=0.0, help="1.0: DPO + NLL")
+    p.add_argument(
+        "--samples", type=positive_int, default=8, help="episodes per task for the pairs"
+    )
+    p.add_argument("--seed", type=seed_int, default=0, help="the episodes' sampling and pairing")
+    add_config_flags(p, DPOConfig)
     p.set_defaults(func=cmd_dpo)

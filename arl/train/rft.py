@@ -12,10 +12,12 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from arl.batch import collate
+from arl.checks import check, check_seed
 from arl.env import Task, environment_of_tasks
 from arl.errors import ArlError
 from arl.eval.metrics import graded, run_policy
@@ -33,24 +35,29 @@ FILTERS = ("hidden", "public")
 class RFTConfig:
     """Expert iteration. Defaults are Section 15.3's: 4 rounds x 16 episodes per task x 15 steps."""
 
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"filter": FILTERS}
     rounds: int = 4  # sample -> filter -> fine-tune rounds
     samples_per_task: int = 16  # episodes per training task per round
     steps_per_round: int = 15  # SFT steps on each round's kept set
-    lr: float = 1e-3  # 4-round sweep (train pass after round 4): 3e-4 0.33, 1e-3 0.38
+    lr: float = 1e-3  # AdamW learning rate (4-round sweep, train pass: 3e-4 0.33, 1e-3 0.38)
     batch_size: int = 16  # kept episodes per SFT minibatch
     filter: str = "hidden"  # keep episodes passing hidden tests, or public ones (hackable)
     dedup: bool = False  # keep one episode per distinct action sequence
     cap_per_task: int = 0  # at most this many kept episodes per task (0: no cap)
     temperature: float = 1.0  # sampling temperature
-    seed: int = 0
+    seed: int = 0  # round r samples and fine-tunes with seed * 100 + r; the cap draws from seed
 
     def __post_init__(self) -> None:
         if self.filter not in FILTERS:
             raise ArlError(f"filter: unknown {self.filter!r} (choose from hidden, public)")
-        if min(self.rounds, self.samples_per_task, self.batch_size) < 1:
-            raise ArlError("rounds, samples_per_task and batch_size must be >= 1")
-        if self.cap_per_task < 0:
-            raise ArlError(f"cap_per_task: must be >= 0, got {self.cap_per_task}")
+        check("rounds", self.rounds, 1, 10_000, integer=True)
+        check("samples_per_task", self.samples_per_task, 1, 4096, integer=True)
+        check("steps_per_round", self.steps_per_round, 1, 10_000_000, integer=True)
+        check("lr", self.lr, 0, 1.0, open_lo=True)  # each round's SFTConfig checks it so
+        check("batch_size", self.batch_size, 1, 4096, integer=True)
+        check("cap_per_task", self.cap_per_task, 0, None, integer=True)
+        check("temperature", self.temperature, 0, 1e6, open_lo=True)
+        check_seed("seed", self.seed)
 
 
 def accepts(tr: Trajectory, filter: str) -> bool:
@@ -147,8 +154,12 @@ def expert_iteration(
             **kept_diagnostics(kept, tasks, renderer),
         }
         if kept:
-            sft = SFTConfig(config.steps_per_round, config.batch_size, config.lr,
-                            seed=config.seed * 100 + r)  # fmt: skip
+            sft = SFTConfig(
+                steps=config.steps_per_round,
+                batch_size=config.batch_size,
+                lr=config.lr,
+                seed=config.seed * 100 + r,
+            )
             sft_train(model, kept, sft, hook_every=0)
         record["steps"] = (r + 1) * config.steps_per_round
         if hook is not None:

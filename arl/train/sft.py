@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -28,6 +29,7 @@ DECAYS = ("constant", "cosine")  # what the learning rate does after warmup
 class SFTConfig:
     """Settings of one SFT run."""
 
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"aggregation": AGGREGATIONS, "decay": DECAYS}
     steps: int = 40  # optimizer steps
     batch_size: int = 16  # trajectories per minibatch, sampled with replacement
     lr: float = 1e-3  # AdamW learning rate
