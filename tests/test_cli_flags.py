@@ -2,7 +2,7 @@
 
 Parse and build only (no training starts): every field of sft, rft and dpo's config has a flag
 whose help is the field's comment and whose default is the dataclass's; `--set` and the flag
-build the same config; bad keys and values are one line naming the field; the seeds;
+build the same config; bad keys and values are one line naming the field; PG's nested env keys;
 the old spellings; and the configs old command lines built before the flags were derived.
 """
 
@@ -16,10 +16,15 @@ from arl.cli.config_flags import (
     add_config_flags,
     config_from,
     config_keys,
+    describe_keys,
     field_comments,
 )
 from arl.cli.main import build_parser
+from arl.cli.train import parse_overrides, pg_keys
+from arl.env import EpisodeConfig
+from arl.gym.env import EnvConfig
 from arl.train.dpo import DPOConfig
+from arl.train.pg_config import PGConfig, field_kinds, make_config
 from arl.train.rft import RFTConfig
 from arl.train.sft import SFTConfig
 
@@ -203,3 +208,21 @@ BEFORE = [
 def test_old_command_lines_build_the_configs_they_built_before(recipe, argv, changed):
     expected = replace(CONFIGS[recipe](), **changed)
     assert asdict(_config(recipe, *argv.split())) == asdict(expected)
+
+
+def test_pg_takes_nested_env_keys_through_the_same_machinery(cli):
+    assert {k: key.kind for k, key in pg_keys().items()} == field_kinds()
+    assert pg_keys()["env.reward"].help == field_comments(EnvConfig)["reward"]
+    assert pg_keys()["env.zero_exploits"].default is True  # PG's env default, not EnvConfig's
+    values = parse_overrides(["env.reward=public", "env.max_turns=8", "lr=1e-4"])
+    config = make_config(values)
+    assert (config.env.reward, config.env.max_turns, config.lr) == ("public", 8, 1e-4)
+    codefix = make_config(parse_overrides(["env.name=codefix", "env.errors=terse"]))
+    assert codefix.env.errors == "terse"
+    code, out, _ = cli("train", "pg", "--keys")
+    assert code == 0 and "env.reward=hidden" in out and "AdamW learning rate" in out
+    assert out.strip() == describe_keys(pg_keys())
+    code, _, err = cli("train", "pg", "--set", "env.bogus=1")
+    assert code == 2 and "env.bogus" in err and err.count("\n") == 1
+    assert field_comments(PGConfig)["env"].startswith("environment and reward")  # lines above
+    assert field_comments(EnvConfig)["name"] == field_comments(EpisodeConfig)["name"] != ""

@@ -6,11 +6,21 @@ import argparse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from arl.cli import recipes
 from arl.cli.args import int_in
+from arl.cli.config_flags import (
+    Key,
+    add_keys_flag,
+    add_set_flag,
+    config_keys,
+    given_values,
+    merge,
+    parse_pair,
+)
 from arl.cli.recipes import DTYPES, policy_from
 from arl.cli.reproduce import add_ray_flag
 from arl.env import NAMES, get_environment
@@ -18,7 +28,7 @@ from arl.errors import ArlError
 from arl.logging_bridge import REPORT_TO
 from arl.progress import Progress
 from arl.runio import read_json
-from arl.train.pg_config import KINDS, field_kinds, make_config, unknown_key
+from arl.train.pg_config import PGConfig, env_types, make_config, unknown_key
 from arl.train.policy import INITS, check_policy_spec, load_policy
 
 
@@ -45,46 +55,17 @@ def env_pairs(args: argparse.Namespace) -> list[str]:
     return pairs + (["env.allow_unsandboxed=true"] if args.allow_unsandboxed else [])
 
 
+@cache
+def pg_keys() -> dict[str, Key]:
+    """Every settable PGConfig key (config_flags, as every recipe's): the environment's dotted,
+    over both environments' configs ('env.reward', 'env.errors')."""
+    return config_keys(PGConfig, nested={"env": env_types()})
+
+
 def parse_overrides(pairs: Sequence[str], base: dict | None = None) -> dict[str, Any]:
     """`key=value` strings -> typed PGConfig values (`env.reward=public` into base["env"]);
     an unknown key or a bad value names the field."""
-    kinds = field_kinds()
-    out = {
-        k: (dict(v) if k == "env" and isinstance(v, dict) else v) for k, v in (base or {}).items()
-    }
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        key = key.strip()
-        if not sep:
-            raise ArlError(f"--set {pair!r}: expected key=value")
-        if key not in kinds:
-            raise unknown_key(key)
-        value = _coerce(key, kinds[key], text.strip())
-        if key.startswith("env."):
-            env = out.setdefault("env", {})
-            if not isinstance(env, dict):
-                raise ArlError(f"env: expected an object of EnvConfig fields, got {env!r}")
-            env[key[4:]] = value
-        else:
-            out[key] = value
-    return out
-
-
-def _coerce(key: str, kind: str, text: str) -> Any:
-    try:
-        if kind == "bool":
-            if text.lower() in ("1", "true", "yes", "on"):
-                return True
-            if text.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-        if kind == "int":
-            return int(text)
-        if kind == "float":
-            return float(text)
-    except ValueError:
-        raise ArlError(f"{key}: expected {KINDS[kind]}, got {text!r}") from None
-    return text
+    return merge(base or {}, dict(parse_pair(pair, pg_keys(), unknown_key) for pair in pairs))
 
 
 def read_config_file(path: str) -> dict:
@@ -100,9 +81,8 @@ def parse_allow_change(text: str | None) -> tuple[str, ...]:
     if not text:
         return ()
     names = tuple(n.strip() for n in text.split(",") if n.strip())
-    kinds = field_kinds()
     for n in names:
-        if n not in kinds:
+        if n not in pg_keys():
             raise ArlError(f"--allow-change: {unknown_key(n)}")
     return names
 
@@ -168,7 +148,7 @@ def cmd_pg(args: argparse.Namespace) -> int:
 
     set_threads()
     values = read_config_file(args.config) if args.config else {}
-    values = parse_overrides(env_pairs(args) + (args.set or []), values)
+    values = merge(parse_overrides(env_pairs(args), values), given_values(args))
     values.setdefault("out", "runs/pg")
     if args.sweep:
         return cmd_sweep(args, values)
@@ -188,16 +168,19 @@ def cmd_pg(args: argparse.Namespace) -> int:
         sink = make_sink(args.report_to, config.out, "train pg", asdict(config))
         try:
             args.env = config.env.name
-            model = (policy_from(args, config.seed) if args.model or args.device != "cpu"
-                     else load_init(args.init, config.seed, config.env.name))  # fmt: skip
+            if args.model or args.device != "cpu":
+                model = policy_from(args, config.seed)
+            else:
+                model = load_init(args.init, config.seed, config.env.name)
             console = Console()
             console.print(
                 f"arl train pg: {model.num_params():,} parameters from {args.model or args.init}; "
                 f"{config.steps} steps x {config.episodes_per_step} episodes -> {config.out}"
             )
             with progress_bar(not args.quiet, config.steps) as bar:
-                history = train_pg(model, config, progress=bar, allow_change=allow,
-                                   claimed=True, sink=sink)  # fmt: skip
+                history = train_pg(
+                    model, config, progress=bar, allow_change=allow, claimed=True, sink=sink
+                )
         finally:
             if sink is not None:
                 sink.close()
@@ -222,28 +205,38 @@ def cmd_pg(args: argparse.Namespace) -> int:
     return 0
 
 
+SET_HELP = (
+    "one PGConfig field, repeatable, over --config (the environment's as env.NAME, e.g. "
+    "env.reward=public; resume=true continues the run in out). PG's ~50 fields are --set keys "
+    "rather than flags of their own, parsed and checked as sft/rft/dpo's flags are "
+    "(arl.cli.config_flags); --keys lists them"
+)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `train` to the `arl` parser."""
     p = sub.add_parser("train", help="train a policy")
     ts = p.add_subparsers(dest="recipe", required=True, parser_class=type(p))
     g = ts.add_parser("pg", help="policy gradient (PPO-style, every Appendix B knob)")
     g.add_argument("--config", help="a JSON file of PGConfig fields (see examples/pg.json)")
-    g.add_argument(
-        "--set",
-        action="append",
-        metavar="KEY=VALUE",
-        help="override one PGConfig field (repeatable; the environment's as env.NAME, e.g. "
-        "env.reward=public); resume=true continues the run in out",
-    )
+    add_set_flag(g, pg_keys, unknown_key, SET_HELP)
+    add_keys_flag(g, pg_keys, "list every --set key: its default, kind and meaning, and exit")
     g.add_argument(
         "--init",
         default="cold",
         help=f"starting policy: {', '.join(INITS)}, or a checkpoint directory",
     )
-    g.add_argument("--env", choices=NAMES, default=None,
-                   help="the environment, as --set env.name=NAME (bugfix or codefix)")  # fmt: skip
-    g.add_argument("--allow-unsandboxed", action="store_true",
-                   help="codefix without bubblewrap: run policy code unsandboxed (unsafe)")
+    g.add_argument(
+        "--env",
+        choices=NAMES,
+        default=None,
+        help="the environment, as --set env.name=NAME (bugfix or codefix)",
+    )
+    g.add_argument(
+        "--allow-unsandboxed",
+        action="store_true",
+        help="codefix without bubblewrap: run policy code unsandboxed (unsafe)",
+    )
     g.add_argument(
         "--model", help="a transformers causal LM (directory or hub id; replaces --init)"
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 from arl.checks import check, check_seed
 from arl.env import NAMES, SPLITS, get_environment
@@ -51,6 +51,7 @@ def default_env(name: str = "bugfix") -> Any:
 class PGConfig:
     """One policy-gradient run. Defaults are Appendix B's recommendations for verifier rewards."""
 
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = CHOICES  # the allowed strings (`--keys`)
     steps: int = 60  # optimizer-step rounds (one batch of rollouts each)
     seed: int = 0  # task choice, sampling, minibatch order
     split: str = "train"  # task pool to train on (when train_pg is not given tasks)
