@@ -16,6 +16,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -177,9 +178,21 @@ def update(model, batch, adv_B, prox, ref_logp, config: PGConfig, s: LoopState, 
 # --- one step, and the loop ---------------------------------------------------------------------
 
 
-def pg_step(model, behavior, pool, config: PGConfig, s: LoopState, step: int, collate_fn: Collate,
-            rollouts: Rollouts):  # fmt: skip
+@dataclass(frozen=True, kw_only=True)
+class StepContext:
+    """What every step of one run reads (the loop's state, which steps change, is LoopState)."""
+
+    model: TinyAgent  # the policy, updated in place
+    behavior: TinyAgent | None  # the sampler's copy under staleness k > 0 (k steps old weights)
+    pool: Sequence[Task]  # the tasks a step chooses from
+    config: PGConfig  # the run's settings
+    collate_fn: Collate  # trajectories -> the batch the loss sees
+    rollouts: Rollouts  # where the groups are sampled: this process or Ray workers
+
+
+def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
     """Sample, score, advantage and update once; the step's metrics record."""
+    model, pool, config, rollouts = run.model, run.pool, run.config, run.rollouts
     t0 = time.perf_counter()
     extra = {}
     if config.async_rollouts:
@@ -188,7 +201,7 @@ def pg_step(model, behavior, pool, config: PGConfig, s: LoopState, step: int, co
         sampled = len(chosen) * config.group_size
         degenerate0 = degenerate_groups(group_rewards(groups))  # (N,)
     else:
-        sampler = sampler_of(model, behavior, s, config.staleness)
+        sampler = sampler_of(model, run.behavior, s, config.staleness)
         version = max(step - 1 - config.staleness, 0)  # updates in the sampler's weights
 
         def draw(tasks: Sequence[Task], seed: int) -> list:
@@ -204,7 +217,7 @@ def pg_step(model, behavior, pool, config: PGConfig, s: LoopState, step: int, co
             s.cooldown[t.name] = step + 1 + config.filter_cooldown
     trajs = [t for g in groups for t in g]
     t1 = time.perf_counter()
-    batch = collate_fn(trajs)
+    batch = run.collate_fn(trajs)
     kl_reward = s.ref is not None and config.kl_in == "reward"
     need_prox = config.updates_per_step > 1 or kl_reward
     prox = frozen_logprobs(model, batch, config.temperature) if need_prox else None
@@ -262,12 +275,8 @@ def train_pg(
         raise ArlError("train_pg needs at least one task")
     steps = config.steps if steps is None else steps
     out = Path(config.out) if config.out else None
-    own = out is not None and not claimed
-    with (
-        claim_output_dir(config.out, "train pg", OWNED, reuse=config.resume)
-        if own
-        else nullcontext()
-    ):
+    claim = claim_output_dir(config.out, "train pg", OWNED, reuse=config.resume)  # when entered
+    with claim if out is not None and not claimed else nullcontext():
         s = LoopState(make_optimizer(model, config.lr, config.weight_decay, fused=False),
                       random.Random(config.seed),
                       copy.deepcopy(model).eval() if config.kl != "off" else None,
@@ -276,7 +285,14 @@ def train_pg(
         if out is not None and config.resume:
             checkpoint.restore(out, model, s, config, allow_change)
         log = RunLog(out, config, s.step, steps, sink)
-        rollouts = Rollouts(model, config)
+        run = StepContext(
+            model=model,
+            behavior=behavior,
+            pool=pool,
+            config=config,
+            collate_fn=collate_fn,
+            rollouts=Rollouts(model, config),
+        )
 
         def run_hooks(step: int) -> None:
             record = {}
@@ -293,7 +309,7 @@ def train_pg(
             model.train()
             for step in range(s.step + 1, steps + 1):
                 s.step = step
-                record = pg_step(model, behavior, pool, config, s, step, collate_fn, rollouts)
+                record = pg_step(run, s, step)
                 log(record)
                 if progress is not None:
                     progress(record)
@@ -303,6 +319,6 @@ def train_pg(
         except Diverged as e:
             raise Diverged(f"{e}{checkpoint.last_good(out)}") from None
         finally:
-            rollouts.close()
+            run.rollouts.close()
             log.close()
         return log.history
