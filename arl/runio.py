@@ -16,6 +16,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -50,26 +51,62 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _umask_mode() -> int:
+    """The mode `open()` gives a new file: 0o666 under the process's umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def special(path: Path) -> bool:
+    """Whether `path` (followed through symlinks) is something other than a regular file or a
+    folder that exists: a device, a FIFO, a socket, an open descriptor (/dev/stdout)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write `data` to `path` via a temp file, fsync and rename; an OSError is an ArlError."""
+    """Write `data` to `path` via a temp file, fsync and rename; an OSError is an ArlError.
+
+    A symlink is followed (its target is replaced, the link kept); a device or a FIFO is
+    written through, as a shell redirection would, never replaced. A new file gets the mode
+    `open()` would give it (the umask's), a replaced one keeps its mode."""
     path = Path(path)
+    if special(path):
+        return _write_through(path, data)
+    target = path.resolve() if path.is_symlink() else path
     tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{path.name}-", dir=path.parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        mode = target.stat().st_mode & 0o7777 if target.is_file() else _umask_mode()
+        fd, name = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{target.name}-", dir=target.parent)
         tmp = Path(name)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
         tmp = None
-        fsync_dir(path.parent)
+        fsync_dir(target.parent)
     except OSError as e:
         raise ArlError(f"cannot write {path}: {_reason(e)}") from None
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
+    return path
+
+
+def _write_through(path: Path, data: bytes) -> Path:
+    """Write into a device or a FIFO in place (nothing to make atomic there)."""
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise ArlError(f"cannot write {path}: {_reason(e)}") from None
     return path
 
 
@@ -107,8 +144,14 @@ def read_json(path: str | Path, label: str | None = None) -> Any:
         raise ArlError(f"{label}: not UTF-8 text") from None
     except json.JSONDecodeError as e:
         raise ArlError(f"{label}:{e.lineno}: invalid JSON ({e.msg})") from None
+    except ValueError as e:  # e.g. an integer of more digits than Python converts
+        raise ArlError(f"{label}: invalid JSON ({_one_line_of(e)})") from None
     except RecursionError:
         raise ArlError(f"{label}: JSON nested too deeply") from None
+
+
+def _one_line_of(e: Exception) -> str:
+    return " ".join(str(e).split())[:120]
 
 
 def dumps_finite(obj: Any, indent: int | None = None) -> str:
@@ -158,10 +201,18 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def check_writable(path: str | Path) -> Path:
-    """Fail now, before any work, if a file cannot be created at `path`."""
+    """Fail now, before any work, if a file cannot be created at `path` (or, for a device or
+    a FIFO, written to)."""
+    if str(path) == "":
+        raise ArlError("cannot write to an empty path")
     path = Path(path)
     if path.is_dir():
         raise ArlError(f"cannot write {path}: it is a directory")
+    if special(path):
+        if not os.access(path, os.W_OK):
+            raise ArlError(f"cannot write {path}: Permission denied")
+        return path
+    path = path.resolve() if path.is_symlink() else path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(prefix=TMP_PREFIX, dir=path.parent):

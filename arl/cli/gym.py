@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 
 from arl.cli.args import (
     add_env_flags,
@@ -51,8 +52,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from arl.eval.metrics import evaluate
 
-    if args.out:
-        check_writable(args.out)  # before the evaluation, not after it
+    if args.out is not None:  # before the evaluation, not after it
+        check_writable(args.out)
+        kept = Path(args.out)
+        if kept.is_file() and not args.overwrite:
+            raise ArlError(f"--out {kept}: exists (an earlier result); use another --out, or "
+                           "--overwrite to replace it")  # fmt: skip
     if args.model:
         if args.policy:
             raise ArlError("eval: give a policy or --model, not both")
@@ -75,7 +80,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )  # fmt: skip
     env = {"env": args.env} if args.env != "bugfix" else {}
     metrics = {"policy": args.policy, **env, "split": args.split, "seed": args.seed, **metrics}
-    if args.out:
+    if args.out is not None:
         lines = []
         for k, tr in enumerate(trajs):
             row = {"task": tr.task, "sample": k % args.samples, "passed": tr.passed}
@@ -171,6 +176,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", help="write per-episode results (task, sample, passed) as JSONL, atomically"
     )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_eval)
 

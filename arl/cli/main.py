@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 
@@ -10,6 +11,7 @@ from arl import __version__
 from arl.errors import ArlError, Diverged
 
 EXIT_USAGE, EXIT_DIVERGED, EXIT_PIPE = 2, 3, 141  # 141: what a shell reports after SIGPIPE
+EXIT_WRITE = 1  # the output could not be written (a full disk, /dev/full): not bad input
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,14 +58,37 @@ def _quiet_pipe() -> int:
     return EXIT_PIPE
 
 
+def _pipe_closed(_console=None) -> None:
+    """What rich does when stdout's reader goes away: here, the one way (BrokenPipeError)."""
+    raise BrokenPipeError
+
+
+def _unwritable(e: OSError) -> int:
+    """stdout (or a file) cannot take what is written: one line, exit 1, nothing more."""
+    print(f"arl: error: cannot write the output ({e.strerror or e})", file=sys.stderr)
+    _quiet_pipe()  # the exit's final flush would fail again
+    return EXIT_WRITE
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one `arl` command; bad input is one line on stderr and exit status 2."""
     try:
+        from rich.console import Console
+
+        Console.on_broken_pipe = _pipe_closed  # rich would exit 1 itself
         parser = build_parser()
         args = parser.parse_args(argv)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a write error surfaces here, not in the interpreter's exit
+        return code
     except BrokenPipeError:
         return _quiet_pipe()
+    except OSError as e:
+        if e.errno == errno.EPIPE:
+            return _quiet_pipe()
+        if e.errno in (errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EROFS, errno.EDQUOT):
+            return _unwritable(e)
+        return _internal(e)
     except Diverged as e:
         print(f"arl: stopped: {_one_line(e)}", file=sys.stderr)
         return EXIT_DIVERGED
@@ -77,13 +102,18 @@ def main(argv: list[str] | None = None) -> int:
         print("arl: error: input nested too deeply", file=sys.stderr)
         return EXIT_USAGE
     except Exception as e:  # never a traceback from the CLI, unless asked for
-        if os.environ.get("ARL_DEBUG"):
-            raise
-        print(
-            f"arl: internal error: {type(e).__name__}: {e} (set ARL_DEBUG=1 for a traceback)",
-            file=sys.stderr,
-        )
-        return 1
+        return _internal(e)
+
+
+def _internal(e: Exception) -> int:
+    """A bug, not bad input: one line, exit 1 (ARL_DEBUG=1 raises it for its traceback)."""
+    if os.environ.get("ARL_DEBUG"):
+        raise e
+    print(
+        f"arl: internal error: {type(e).__name__}: {e} (set ARL_DEBUG=1 for a traceback)",
+        file=sys.stderr,
+    )
+    return 1
 
 
 if __name__ == "__main__":

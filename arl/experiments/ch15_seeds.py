@@ -129,4 +129,15 @@ def retable(out: Path) -> dict:
         name = type(e).__name__
         raise ArlError(f"{out / 'results.json'}: not a finished ch15 run ({name})") from None
     with claim_output_dir(out, "reproduce ch15", OWNED, reuse=True):
-        return write_outputs(out, payload)
+        try:
+            return write_outputs(out, payload)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            raise ArlError(f"{out / 'results.json'}: not a complete ch15 run ({missing(e)}); "
+                           "rerun it with --overwrite") from None  # fmt: skip
+
+
+def missing(e: Exception) -> str:
+    """What a read-back record lacked, from the error reading it raised."""
+    if isinstance(e, KeyError):
+        return f"no {e.args[0]!r}"
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__

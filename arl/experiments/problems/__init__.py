@@ -141,8 +141,9 @@ def run(
             log(f"problem {number}: seed {s} done in {r['seconds']:.0f} s "
                 f"({len(set(done) & set(seeds))}/{len(seeds)})")  # fmt: skip
         per_seed = [done[s] for s in seeds]
+        check_records(problem, per_seed, out)
         verdict = judge(problem.claim, per_seed)
-        problem.draw(per_seed, out / f"problem-{number}.png")
+        draw(problem, per_seed, out, number)
         more = [judged(key, claim, per_seed) for key, claim in problem.more]
         results = {
             **settings,
@@ -160,6 +161,29 @@ def run(
         atomic_write_json(out / "results.json", results)
         (out / "results.partial.json").unlink(missing_ok=True)
     return results
+
+
+def check_records(problem: Problem, per_seed: list[dict], out: Path) -> None:
+    """Every seed's record holds what the verdict and the figure read; a record read back
+    without one of them (an edited or truncated file) is refused, naming what is missing."""
+    keys = ("seed", "effect", "detail", "seconds", *(k for k, _ in problem.more))
+    for r in per_seed:
+        lacking = [k for k in keys if k not in r] if isinstance(r, dict) else ["a record"]
+        if lacking:
+            raise ArlError(f"{out}: seed {r.get('seed', '?')}'s results lack "
+                           f"{', '.join(lacking)}; pass --overwrite to start again")  # fmt: skip
+
+
+def draw(problem: Problem, per_seed: list[dict], out: Path, number: int) -> None:
+    """The figure, from every seed's record; one the figure cannot read is refused in one line
+    (the figure is written only once drawn whole)."""
+    from arl.experiments.ch15_seeds import missing
+
+    try:
+        problem.draw(per_seed, out / f"problem-{number}.png")
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+        raise ArlError(f"{out}: a seed's results are incomplete ({missing(e)}); pass "
+                       "--overwrite to start again") from None  # fmt: skip
 
 
 def judged(key: str, claim: Claim, per_seed: list[dict]) -> dict:

@@ -1,0 +1,109 @@
+"""Nothing silently wrong, round two (issue 26): outputs that never clobber what they point to,
+write errors and closed pipes without an internal error, read-backs that name what is missing."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from arl.cli.main import main
+
+ROOT = os.geteuid() == 0
+
+
+def _arl(*argv: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "arl", *argv],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.skipif(not ROOT, reason="mknod needs root")
+def test_out_writes_through_a_device_and_never_replaces_it(tmp_path, capsys):
+    dev = tmp_path / "nulldev"
+    os.mknod(dev, 0o644 | stat.S_IFCHR, os.makedev(1, 3))
+    assert main(["eval", "oracle", "--samples", "1", "--out", str(dev)]) == 0
+    assert stat.S_ISCHR(dev.stat().st_mode)  # still the device
+
+
+def test_out_follows_a_symlink_and_keeps_it(tmp_path):
+    target = tmp_path / "real.jsonl"
+    target.write_text("old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    assert main(["eval", "oracle", "--samples", "1", "--out", str(link), "--overwrite"]) == 0
+    assert link.is_symlink() and json.loads(target.read_text().splitlines()[0])["passed"]
+
+
+def test_out_refuses_an_existing_result_an_empty_path_and_follows_the_umask(tmp_path, capsys):
+    out = tmp_path / "r.jsonl"
+    old = os.umask(0o027)
+    try:
+        assert main(["eval", "oracle", "--samples", "1", "--out", str(out)]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640
+    capsys.readouterr()
+    assert main(["eval", "oracle", "--samples", "1", "--out", str(out)]) == 2
+    assert "exists (an earlier result)" in capsys.readouterr().err
+    assert main(["eval", "oracle", "--samples", "1", "--out", ""]) == 2
+    assert "empty path" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize(
+    "argv", [["tokens"], ["calc", "list"], ["eval", "oracle", "--samples", "1", "--json"]]
+)
+def test_a_full_output_is_one_line_and_exit_1(argv):
+    with open("/dev/full", "w") as full:
+        r = _arl(*argv, stdout=full)
+    assert r.returncode == 1 and "internal error" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "arl: error: cannot write the output (No space left on device)"
+    ]
+
+
+def test_a_closed_pipe_ends_quietly():
+    p = subprocess.Popen(
+        [sys.executable, "-m", "arl", "show", "sum_list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    p.stdout.read(5)
+    p.stdout.close()
+    assert p.wait(timeout=120) in (0, 141) and p.stderr.read() == b""
+
+
+def test_a_problem_run_read_back_without_a_seeds_effect_is_refused(tmp_path, capsys):
+    from dataclasses import asdict
+
+    from arl.experiments import problems
+
+    settings = {"problem": 2, "quick": True, "claim": asdict(problems.get(2).claim)}
+    record = {"seed": 0, "detail": "d", "seconds": 1.0}  # 'effect' deleted
+    (tmp_path / "results.json").write_text(json.dumps({**settings, "per_seed": [record]}))
+    code = main(["reproduce", "problem", "2", "--quick", "--seeds", "1", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "seed 0's results lack effect" in err and "internal" not in err
+
+
+def test_a_ch15_retable_without_curves_names_what_is_missing(tmp_path, capsys):
+    payload = {"quick": True, "runs": [{"recipes": {"cost": {}}}]}
+    (tmp_path / "results.json").write_text(json.dumps(payload))
+    code = main(["reproduce", "ch15", "--retable", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "not a complete ch15 run (no " in err and "internal" not in err
+
+
+def test_a_huge_integer_in_a_config_is_one_line(tmp_path, capsys):
+    config = tmp_path / "fleet.json"
+    config.write_text('{"seed": ' + "9" * 5001 + "}")
+    code = main(["sim", "fleet", "--config", str(config), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "invalid JSON" in err and err.count("\n") == 1
