@@ -107,3 +107,9 @@ def test_a_huge_integer_in_a_config_is_one_line(tmp_path, capsys):
     code = main(["sim", "fleet", "--config", str(config), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2 and "invalid JSON" in err and err.count("\n") == 1
+
+
+def test_a_group_larger_than_the_budget_is_refused_not_zero_prompts(capsys):
+    assert main(["calc", "degenerate-group", "--G", "1024", "--budget", "512"]) == 2
+    assert "larger than --budget 512" in capsys.readouterr().err
+    assert main(["calc", "degenerate-group", "--G", "512", "--budget", "512", "--json"]) == 0

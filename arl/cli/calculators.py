@@ -80,11 +80,19 @@ def calculator(name: str, problem: str, what: str, *flags: Flag):
     return register
 
 
+def _fits(budget: int, groups) -> None:
+    """A group larger than the episode budget leaves no prompt: refused, not a row of 0."""
+    big = [G for G in groups if G > budget]
+    if big:
+        raise ArlError(f"--G {big[0]}: larger than --budget {budget} (no prompt fits a step)")
+
+
 @calculator("degenerate-group", "Problem 3", "P(all-equal group) = p^G + (1-p)^G",
             Flag("--p", PROB, [0.1, 0.3], "success rates", many=True),
             Flag("--G", GROUP, [4, 8, 16], "group sizes", many=True),
             Flag("--budget", BUDGET, 512, BUDGET_HELP))  # fmt: skip
 def _degenerate(a: argparse.Namespace) -> dict:
+    _fits(a.budget, a.G)
     rows = [{"p": p, "G": G, "prompts": a.budget // G,
              "P(degenerate)": calc.degenerate_group_prob(p, G)}
             for p in a.p for G in a.G]  # fmt: skip
