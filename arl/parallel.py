@@ -77,12 +77,17 @@ def _with_threads(threads: int, fn, *a):
 
 
 def _in_processes(fn, args, where: Where):
+    """Ctrl-C reaches this process alone (the workers ignore it): it ends the workers at once,
+    so the interrupt is one line, with no worker's traceback and no wait for a seed to end."""
     tries = {i: 0 for i in range(len(args))}
     todo = list(range(len(args)))
     while todo:
         try:
-            with ProcessPoolExecutor(min(where.workers, len(todo)), mp_context=SPAWN) as pool:
-                running = {pool.submit(_with_threads, where.threads, fn, *args[i]): i for i in todo}
+            pool = ProcessPoolExecutor(
+                min(where.workers, len(todo)), mp_context=SPAWN, initializer=_ignore_ctrl_c
+            )
+            with _ended_on_interrupt(pool):
+                running = {_submit(pool, where.threads, fn, args[i]): i for i in todo}
                 while running:
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)
                     for fut in finished:
@@ -97,7 +102,7 @@ def _in_processes(fn, args, where: Where):
                             raise err
                         else:
                             tries[i] += 1
-                            running[pool.submit(_with_threads, where.threads, fn, *args[i])] = i
+                            running[_submit(pool, where.threads, fn, args[i])] = i
         except BrokenProcessPool:  # a worker was killed: rerun what had not finished
             for i in todo:
                 tries[i] += 1
@@ -107,6 +112,36 @@ def _in_processes(fn, args, where: Where):
 
 def _ignore_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _submit(pool: ProcessPoolExecutor, threads: int, fn, args: tuple):
+    """pool.submit, with Ctrl-C held back while it may start a worker: the worker starts with
+    the signal blocked (a child inherits the mask) and then ignores it, so a Ctrl-C during its
+    start-up prints no traceback; this process gets it as soon as the submit returns."""
+    block = hasattr(signal, "pthread_sigmask")
+    if block:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return pool.submit(_with_threads, threads, fn, *args)
+    finally:
+        if block:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextmanager
+def _ended_on_interrupt(pool: ProcessPoolExecutor) -> Iterator[ProcessPoolExecutor]:
+    """The pool for the block; on Ctrl-C its workers are killed, not waited for."""
+    try:
+        yield pool
+    except KeyboardInterrupt:
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    except BaseException:
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 @contextmanager

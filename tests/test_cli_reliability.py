@@ -113,3 +113,22 @@ def test_a_group_larger_than_the_budget_is_refused_not_zero_prompts(capsys):
     assert main(["calc", "degenerate-group", "--G", "1024", "--budget", "512"]) == 2
     assert "larger than --budget 512" in capsys.readouterr().err
     assert main(["calc", "degenerate-group", "--G", "512", "--budget", "512", "--json"]) == 0
+
+
+def test_workers_start_and_run_deaf_to_ctrl_c():
+    """A terminal's Ctrl-C reaches the whole process group. A worker never handles it: it starts
+    with the signal blocked (a Ctrl-C during its start-up printed a traceback from its imports)
+    and then ignores it; the parent alone turns it into one line and ends the workers."""
+    import signal
+
+    from arl.parallel import Where, run_many
+
+    jobs = [(signal.SIGINT,), (signal.SIGINT,)]
+    got = [r for _, r in run_many(signal.getsignal, jobs, Where(workers=2))]
+    assert got == [signal.SIG_IGN, signal.SIG_IGN]
+    masks = [
+        r
+        for _, r in run_many(signal.pthread_sigmask, [(signal.SIG_BLOCK, [])] * 2, Where(workers=2))
+    ]
+    assert all(signal.SIGINT in m for m in masks)
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # this one hears it
