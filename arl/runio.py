@@ -332,7 +332,9 @@ def claim_output_dir(
     try:
         if folder.exists() and not folder.is_dir():
             raise ArlError(f"--out {folder}: exists and is not a directory")
+        created = not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
+        empty = not any(p.name not in (LOCK_FILE, MARKER_FILE) for p in folder.iterdir())
         lock = _lock(folder)
         lock.__enter__()
     except OSError as e:
@@ -343,5 +345,22 @@ def claim_output_dir(
         except OSError as e:
             raise ArlError(f"--out {folder}: {_reason(e)}") from None
         yield folder
+    except BaseException:
+        if empty:  # refused before it wrote anything: leave no claimed, empty folder behind
+            _release(folder, created)
+        raise
     finally:
         lock.__exit__(None, None, None)
+
+
+def _release(folder: Path, created: bool) -> None:
+    """Undo the claim of a folder the run wrote nothing to (its marker; the folder if new)."""
+    if any(p.name not in (LOCK_FILE, MARKER_FILE) for p in folder.iterdir()):
+        return
+    (folder / MARKER_FILE).unlink(missing_ok=True)
+    if created:
+        (folder / LOCK_FILE).unlink(missing_ok=True)
+        try:
+            folder.rmdir()
+        except OSError:
+            pass

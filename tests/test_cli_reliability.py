@@ -132,3 +132,69 @@ def test_workers_start_and_run_deaf_to_ctrl_c():
     ]
     assert all(signal.SIGINT in m for m in masks)
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # this one hears it
+
+
+def test_a_refused_init_leaves_no_claimed_folder(tmp_path, capsys):
+    (tmp_path / "good.jsonl").write_text("{}\n")
+    for init in (str(tmp_path / "good.jsonl"), str(tmp_path)):
+        out = tmp_path / f"O{len(init)}"
+        assert main(["train", "pg", "--init", init, "--set", f"out={out}"]) == 2
+        assert not out.exists()
+    assert "is a file, not a checkpoint directory" in capsys.readouterr().err
+
+
+def test_pg_steps_have_an_upper_bound(capsys):
+    assert main(["train", "pg", "--set", "steps=10000000", "--set", "out=/nonexistent/x"]) == 2
+    assert "steps" in capsys.readouterr().err
+
+
+def test_a_fifo_is_written_through(tmp_path):
+    import threading
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    assert main(["eval", "oracle", "--samples", "1", "--out", str(fifo)]) == 0
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and len(got[0].splitlines()) == 20
+
+
+@pytest.mark.skipif(ROOT, reason="root writes into a read-only folder")
+def test_a_read_only_folder_is_one_line(tmp_path, capsys):
+    folder = tmp_path / "ro"
+    folder.mkdir(mode=0o500)
+    assert main(["eval", "oracle", "--samples", "1", "--out", str(folder / "r.jsonl")]) == 2
+    assert "Permission denied" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["results.json", "config.json"])
+def test_truncated_files_read_back_in_one_line(tmp_path, capsys, name):
+    """A results.json cut mid-write (a problem run's read-back) and a cut --config file."""
+    from dataclasses import asdict
+
+    from arl.experiments import problems
+
+    if name == "results.json":
+        settings = {"problem": 2, "quick": True, "claim": asdict(problems.get(2).claim)}
+        text = json.dumps({**settings, "per_seed": [{"seed": 0, "effect": 1.0}]})
+        (tmp_path / name).write_text(text[: len(text) // 2])
+        argv = ["reproduce", "problem", "2", "--quick", "--seeds", "1", "--out", str(tmp_path)]
+    else:
+        (tmp_path / name).write_text('{"steps": 4, "lr": ')
+        argv = ["train", "pg", "--config", str(tmp_path / name), "--set", "out=x"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal" not in err and name in err
+
+
+def test_a_torn_metrics_log_keeps_its_whole_rows(tmp_path):
+    from arl.runio import read_jsonl
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n{"step": 2}\n{"step": 3, "rew')
+    assert [r["step"] for r in read_jsonl(path)] == [1, 2]
+    path.write_text('{"step": 1}\n{"step": 2\n{"step": 3}\n')
+    with pytest.raises(Exception, match="metrics.jsonl:2: corrupt line"):
+        read_jsonl(path)

@@ -23,7 +23,7 @@ MAX_EPISODES_PER_STEP = 4096  # one step's rollouts and batch must fit in memory
 MAX_TURNS = 64  # an episode's calls, so that its tokens fit the model's context
 # field: (lo, hi) of the integers and finite floats of PGConfig (None: no bound)
 INT_RANGES = {
-    "steps": (0, 10_000_000), "tasks_per_step": (1, 4096), "group_size": (1, 4096),
+    "steps": (0, 100_000), "tasks_per_step": (1, 4096), "group_size": (1, 4096),
     "epochs": (1, 1000), "minibatches": (1, 4096), "microbatch_size": (0, 4096),
     "eval_samples": (1, 1000), "keep_checkpoints": (1, 1000), "max_refills": (0, 100),
     "filter_cooldown": (0, 10_000_000), "staleness": (0, 1000), "eval_every": (0, 10_000_000),

@@ -26,8 +26,12 @@ def looks_like_path(spec: str) -> bool:
 
 def check_policy_spec(spec: str) -> None:
     """Refuse a spec that names nothing, before any folder is claimed or model built."""
-    if spec in INITS or Path(os.path.expanduser(spec)).exists():
+    path = Path(os.path.expanduser(spec))
+    if spec in INITS or path.is_dir():
         return
+    if path.exists():
+        raise ArlError(f"{spec!r} is a file, not a checkpoint directory (choose from "
+                       f"{', '.join(INITS)}, or a checkpoint)")  # fmt: skip
     what = "no such checkpoint directory" if looks_like_path(spec) else "unknown policy"
     raise ArlError(f"{what} {spec!r} (choose from {', '.join(INITS)}, or a checkpoint)")
 
