@@ -91,8 +91,9 @@ class Environment:
 
     def scripted(self, name: str) -> ScriptedPolicy:
         if name not in self.policies:
-            raise ArlError(f"unknown scripted policy {name!r} (choose from "
-                           f"{', '.join(self.policies)})")  # fmt: skip
+            raise ArlError(
+                f"unknown scripted policy {name!r} (choose from {', '.join(self.policies)})"
+            )
         return self.policies[name]
 
     def scripted_names(self) -> tuple[str, ...]:

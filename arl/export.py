@@ -74,8 +74,14 @@ def gpt2_state_dict(model: TinyAgent) -> dict[str, torch.Tensor]:
     out["transformer.wte.weight"] = model.lm_head.weight  # (V, C), the tied matrix
     if not cfg.bias:  # GPT-2 always has biases: zeros are the same function
         C = cfg.n_embd
-        sizes = {"ln_1": C, "ln_2": C, "attn.c_attn": 3 * C, "attn.c_proj": C,
-                 "mlp.c_fc": 4 * C, "mlp.c_proj": C}  # fmt: skip
+        sizes = {
+            "ln_1": C,
+            "ln_2": C,
+            "attn.c_attn": 3 * C,
+            "attn.c_proj": C,
+            "mlp.c_fc": 4 * C,
+            "mlp.c_proj": C,
+        }
         for i in range(cfg.n_layer):
             for part, n in sizes.items():
                 out[f"transformer.h.{i}.{part}.bias"] = torch.zeros(n)
@@ -88,8 +94,11 @@ def gpt2_config(cfg: TinyAgentConfig, vocab: Vocab | None = None):
     transformers = require("transformers", "arl export hf")
     specials = {}
     if vocab is not None:
-        specials = {"bos_token_id": vocab.id(BOS), "eos_token_id": vocab.id(END),
-                    "pad_token_id": vocab.id(PAD)}  # fmt: skip
+        specials = {
+            "bos_token_id": vocab.id(BOS),
+            "eos_token_id": vocab.id(END),
+            "pad_token_id": vocab.id(PAD),
+        }
     return transformers.GPT2Config(
         vocab_size=cfg.vocab_size,
         n_positions=cfg.block_size,
@@ -115,9 +124,13 @@ def word_tokenizer(vocab: Vocab, max_length: int):
     tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=vocab.index, unk_token=UNK))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
     return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=BOS, eos_token=END, pad_token=PAD, unk_token=UNK,
+        tokenizer_object=tok,
+        bos_token=BOS,
+        eos_token=END,
+        pad_token=PAD,
+        unk_token=UNK,
         model_max_length=max_length,
-    )  # fmt: skip
+    )
 
 
 def model_vocab(model: TinyAgent) -> Vocab | None:
@@ -136,10 +149,11 @@ def export_hf(model: TinyAgent, out: str | Path) -> list[Path]:
     gym_vocab = vocab is not None
     config = gpt2_config(model.config, vocab)
     files = [
-        atomic_write_bytes(out / "model.safetensors",
-                           save(gpt2_state_dict(model), metadata={"format": "pt"})),
+        atomic_write_bytes(
+            out / "model.safetensors", save(gpt2_state_dict(model), metadata={"format": "pt"})
+        ),
         atomic_write_bytes(out / "config.json", config.to_json_string().encode("utf-8")),
-    ]  # fmt: skip
+    ]
     if gym_vocab:
         tok = word_tokenizer(vocab, model.config.block_size)
         with tempfile.TemporaryDirectory() as tmp:
@@ -205,19 +219,29 @@ def trajectory_features():
     """The table's datasets.Features: int32 ids, int8 masks and owners, float32 log-probs."""
     datasets = require("datasets", "arl export trajectories")
     V = datasets.Value
-    return datasets.Features({  # [feature]: a list of it, in datasets 2.x to 4.x alike
-        "task": V("string"), "family": V("string"), "split": V("string"),
-        "group": V("int32"), "sample": V("int32"),
-        "input_ids": [V("int32")], "loss_mask": [V("int8")], "owners": [V("int8")],
-        "sampler_logprobs": [V("float32")],
-        "reward": V("float64"), "passed": V("bool"), "public_pass": V("bool"),
-        "turns": V("int32"), "accumulator": V("string"),
-        "data_source": V("string"),
-        "prompt": [{"role": V("string"), "content": V("string")}],
-        "ability": V("string"),
-        "reward_model": {"style": V("string"), "ground_truth": V("string")},
-        "extra_info": {"split": V("string"), "index": V("int32"), "task": V("string")},
-    })  # fmt: skip
+    return datasets.Features(
+        {  # [feature]: a list of it, in datasets 2.x to 4.x alike
+            "task": V("string"),
+            "family": V("string"),
+            "split": V("string"),
+            "group": V("int32"),
+            "sample": V("int32"),
+            "input_ids": [V("int32")],
+            "loss_mask": [V("int8")],
+            "owners": [V("int8")],
+            "sampler_logprobs": [V("float32")],
+            "reward": V("float64"),
+            "passed": V("bool"),
+            "public_pass": V("bool"),
+            "turns": V("int32"),
+            "accumulator": V("string"),
+            "data_source": V("string"),
+            "prompt": [{"role": V("string"), "content": V("string")}],
+            "ability": V("string"),
+            "reward_model": {"style": V("string"), "ground_truth": V("string")},
+            "extra_info": {"split": V("string"), "index": V("int32"), "task": V("string")},
+        }
+    )
 
 
 def write_trajectories(rows: list[dict[str, Any]], out: str | Path) -> Path:

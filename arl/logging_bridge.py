@@ -77,9 +77,11 @@ class WandbSink:
         Path(out, "wandb").mkdir(parents=True, exist_ok=True)
         self.wandb = wandb
         self.run = wandb.init(
-            project=os.environ.get("WANDB_PROJECT", "arl"), dir=str(out), name=name,
+            project=os.environ.get("WANDB_PROJECT", "arl"),
+            dir=str(out),
+            name=name,
             config=dict(config),
-        )  # fmt: skip
+        )
 
     def log(self, step: int, values: Mapping[str, float]) -> None:
         self.run.log(dict(values), step=step)

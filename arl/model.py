@@ -43,8 +43,13 @@ class TinyAgentConfig:
 
 
 # upper bounds of each size: far above TinyAgent, low enough that a typo cannot exhaust memory
-SHAPE_LIMITS = {"vocab_size": 1_000_000, "block_size": 65_536, "n_layer": 256, "n_head": 1024,
-                "n_embd": 16_384}  # fmt: skip
+SHAPE_LIMITS = {
+    "vocab_size": 1_000_000,
+    "block_size": 65_536,
+    "n_layer": 256,
+    "n_head": 1024,
+    "n_embd": 16_384,
+}
 
 
 class KVCache:

@@ -127,8 +127,13 @@ class Progress:
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as Bar
 
-        columns = (TextColumn(self.label, markup=False), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), TextColumn("{task.description}", markup=False))  # fmt: skip
+        columns = (
+            TextColumn(self.label, markup=False),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}", markup=False),
+        )
         self.bar = Bar(*columns, console=Console(file=self.stream), transient=self.transient)
         self.bar.start()
         self.task = self.bar.add_task("", total=self.total, completed=self.start)

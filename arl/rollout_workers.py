@@ -88,8 +88,15 @@ class RolloutWorkers:
     episodes from the same weights version.
     """
 
-    def __init__(self, model: torch.nn.Module, sample_fn: SampleFn, n: int = 2,
-                 where: str | None = "local", threads: int = 1, restarts: int = 2):  # fmt: skip
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        sample_fn: SampleFn,
+        n: int = 2,
+        where: str | None = "local",
+        threads: int = 1,
+        restarts: int = 2,
+    ):
         ray = init_ray(where, num_cpus=max(n, 1))
         self.ray = ray
         actor = ray.remote(num_cpus=1, max_restarts=restarts, max_task_retries=restarts)(_Worker)

@@ -74,7 +74,8 @@ def gpt2_like(vocab_size: int, n_positions: int = 512, **overrides):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     shape = dict(n_layer=4, n_embd=128, n_head=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    config = GPT2Config(vocab_size=vocab_size, n_positions=n_positions, bos_token_id=None,
-                        **{**shape, **overrides})  # fmt: skip
+    config = GPT2Config(
+        vocab_size=vocab_size, n_positions=n_positions, bos_token_id=None, **{**shape, **overrides}
+    )
     torch.manual_seed(0)
     return GPT2LMHeadModel(config)

@@ -68,11 +68,18 @@ def hf_loop(lm, renderer, tasks, seed: int, reuse_cache: bool, pad_id: int) -> l
             inp = torch.tensor([[pad_id] * (L - len(trs[b])) + trs[b].ids for b in live])
             attn = torch.tensor([[0] * (L - len(trs[b])) + [1] * len(trs[b]) for b in live])
         out = lm.generate(
-            input_ids=inp, attention_mask=attn, past_key_values=past if reuse_cache else None,
-            max_new_tokens=limit, do_sample=True, top_k=0, temperature=1.0,
-            eos_token_id=renderer.end_id, pad_token_id=pad_id, use_cache=True,
+            input_ids=inp,
+            attention_mask=attn,
+            past_key_values=past if reuse_cache else None,
+            max_new_tokens=limit,
+            do_sample=True,
+            top_k=0,
+            temperature=1.0,
+            eos_token_id=renderer.end_id,
+            pad_token_id=pad_id,
+            use_cache=True,
             return_dict_in_generate=True,
-        )  # fmt: skip
+        )
         gen = out.sequences[:, inp.shape[1] :]  # (B_live, <= limit)
         keep, gen_mask = [], torch.zeros_like(gen)
         for row, b in enumerate(live):
@@ -118,16 +125,19 @@ def bench(name, policy, lm, tasks_all, batches, reps, pad_id) -> list[dict]:
         for warm in fns.values():
             warm(0)
         times = interleaved(fns, reps)
-        rows.append({
-            "policy": name, "batch": B,
-            "ours_eps_per_s": B / median(times["ours"]),
-            "hf_reprefill_eps_per_s": B / median(times["hf re-prefill"]),
-            "hf_cache_eps_per_s": B / median(times["hf cache"]),
-            "vs_reprefill": median_ratio(times["hf re-prefill"], times["ours"]),
-            "vs_cache": median_ratio(times["hf cache"], times["ours"]),
-            "mean_tokens": sum(lens["ours"]) / B,
-            "mean_tokens_hf": sum(lens[True]) / B,
-        })  # fmt: skip
+        rows.append(
+            {
+                "policy": name,
+                "batch": B,
+                "ours_eps_per_s": B / median(times["ours"]),
+                "hf_reprefill_eps_per_s": B / median(times["hf re-prefill"]),
+                "hf_cache_eps_per_s": B / median(times["hf cache"]),
+                "vs_reprefill": median_ratio(times["hf re-prefill"], times["ours"]),
+                "vs_cache": median_ratio(times["hf cache"], times["ours"]),
+                "mean_tokens": sum(lens["ours"]) / B,
+                "mean_tokens_hf": sum(lens[True]) / B,
+            }
+        )
     return rows
 
 
@@ -175,12 +185,16 @@ def main(argv=None) -> None:
     batches, reps = ([1, 8], 1) if args.quick else ([1, 64], 3)
     tasks = tasks_for("train")
     rows = []
-    for name, (policy, lm, pad) in [(f"TinyAgent {args.policy}", tinyagent_pair(args.policy)),
-                                    ("tiny Qwen2 (HFPolicy)", qwen_pair())]:  # fmt: skip
+    for name, (policy, lm, pad) in [
+        (f"TinyAgent {args.policy}", tinyagent_pair(args.policy)),
+        ("tiny Qwen2 (HFPolicy)", qwen_pair()),
+    ]:
         rows += bench(name, policy, lm, tasks, batches, reps, pad)
     print(machine_line())
-    print("| policy | batch | ours eps/s | HF re-prefill eps/s | HF cache eps/s | "
-          "ours / re-prefill | ours / cache | tokens per episode |")  # fmt: skip
+    print(
+        "| policy | batch | ours eps/s | HF re-prefill eps/s | HF cache eps/s | "
+        "ours / re-prefill | ours / cache | tokens per episode |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         cells = [

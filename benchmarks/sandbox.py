@@ -87,8 +87,10 @@ def measure(n_jobs: int, reps: int, workers: int) -> dict:
             },
             reps,
         )
-        lat = {name: latency(sb, work[0], 20) for name, sb in
-               (("warm", warm), ("cold", cold), ("none", plain))}  # fmt: skip
+        lat = {
+            name: latency(sb, work[0], 20)
+            for name, sb in (("warm", warm), ("cold", cold), ("none", plain))
+        }
         stats = {"warm": dict(warm.stats), "cold": dict(cold.stats)}
     finally:
         for sb in (warm, cold, plain):
@@ -120,8 +122,12 @@ def report(res: dict) -> None:
         t.add_column(col, justify="left" if col == "sandbox" else "right")
     names = {"warm": "bwrap, warm pool", "cold": "bwrap, launch per job", "none": "none, warm"}
     for key, name in names.items():
-        t.add_row(name, f"{res['jobs_per_s'][key]:,.1f}", f"{res['cases_per_s'][key]:,.0f}",
-                  f"{res['latency_ms'][key]:.1f}")  # fmt: skip
+        t.add_row(
+            name,
+            f"{res['jobs_per_s'][key]:,.1f}",
+            f"{res['cases_per_s'][key]:,.0f}",
+            f"{res['latency_ms'][key]:.1f}",
+        )
     console.print(t)
     console.print(
         f"warm pool / launch per job: {res['warm_over_cold']:.1f}x "

@@ -164,8 +164,9 @@ def hf_tokenizer():
 
 def hf_model():
     vocab = default_vocab()
-    return gpt2_like(len(vocab), 512, eos_token_id=vocab.id(END), pad_token_id=vocab.id(PAD),
-                     use_cache=False)  # fmt: skip
+    return gpt2_like(
+        len(vocab), 512, eos_token_id=vocab.id(END), pad_token_id=vocab.id(PAD), use_cache=False
+    )
 
 
 def trl_args(kind: str, mode: str, steps: int, batch: int, out: str):

@@ -32,14 +32,16 @@ def main() -> None:
     p.add_argument("--batch", type=int, help="default: the chapter's (16)")
     p.add_argument("--steps", type=int, help="SFT steps per round; default: the chapter's (15)")
     p.add_argument("--blind", type=int, default=4, help="weak base: blind episodes per task")
-    p.add_argument("--unskilled", type=int, default=4,
-                   help="weak base: read-then-guess episodes per task")  # fmt: skip
+    p.add_argument(
+        "--unskilled", type=int, default=4, help="weak base: read-then-guess episodes per task"
+    )
     p.add_argument("--quick", action="store_true", help="the tests' reduced settings")
     a = p.parse_args()
     torch.set_num_threads(1)  # as each seed of a run
     cfg = Ch15Config().quick() if a.quick else Ch15Config()
-    base = replace(cfg.base, seed=a.seed, weak_blind_per_task=a.blind,
-                   weak_unskilled_per_task=a.unskilled)  # fmt: skip
+    base = replace(
+        cfg.base, seed=a.seed, weak_blind_per_task=a.blind, weak_unskilled_per_task=a.unskilled
+    )
     given = {"lr": a.lr, "batch_size": a.batch, "steps_per_round": a.steps}
     rft = replace(cfg.rft, **{k: v for k, v in given.items() if v is not None})
     cfg = replace(cfg, base=base, rft=rft)
@@ -48,14 +50,21 @@ def main() -> None:
     w = eval_weak(cfg, weak)  # the weak base's numbers in the table
     rounds = section_rft(cfg, weak)["rounds"]
     n_tr = len(tasks_for("train")) * cfg.eval_samples  # episodes behind a train pass rate
-    row = {"seed": a.seed, "lr": rft.lr, "batch": rft.batch_size, "steps": rft.steps_per_round,
-           "blind": a.blind, "unskilled": a.unskilled, "weak_read": w["train_read"],
-           "train": [round(q, 3) for q in [w["train"]] + [r["train"] for r in rounds]],
-           "heldout": [round(r["heldout"], 3) for r in rounds],
-           "read": [round(r["train_read"], 3) for r in rounds],
-           "init_last": rounds[-1]["train_family"]["init"],
-           "holds": expert_iteration_holds(w["train"], rounds, n_tr),
-           "seconds": round(time.time() - t0)}  # fmt: skip
+    row = {
+        "seed": a.seed,
+        "lr": rft.lr,
+        "batch": rft.batch_size,
+        "steps": rft.steps_per_round,
+        "blind": a.blind,
+        "unskilled": a.unskilled,
+        "weak_read": w["train_read"],
+        "train": [round(q, 3) for q in [w["train"]] + [r["train"] for r in rounds]],
+        "heldout": [round(r["heldout"], 3) for r in rounds],
+        "read": [round(r["train_read"], 3) for r in rounds],
+        "init_last": rounds[-1]["train_family"]["init"],
+        "holds": expert_iteration_holds(w["train"], rounds, n_tr),
+        "seconds": round(time.time() - t0),
+    }
     print(json.dumps(row), flush=True)
 
 

@@ -31,29 +31,50 @@ def main() -> None:
     p.add_argument("--decay", default="constant")
     p.add_argument("--beta2", type=float, default=0.999)
     p.add_argument("--blind", type=int, default=4, help="weak base: blind episodes per task")
-    p.add_argument("--unskilled", type=int, default=4,
-                   help="weak base: read-then-guess episodes per task")  # fmt: skip
+    p.add_argument(
+        "--unskilled", type=int, default=4, help="weak base: read-then-guess episodes per task"
+    )
     p.add_argument("--quick", action="store_true", help="the tests' reduced settings")
     a = p.parse_args()
     cfg = Ch15Config().quick() if a.quick else Ch15Config()
-    base = replace(cfg.base, seed=a.seed, sft_lr=a.lr, sft_batch=a.batch, sft_warmup=a.warmup,
-                   sft_decay=a.decay, sft_beta2=a.beta2, weak_blind_per_task=a.blind,
-                   weak_unskilled_per_task=a.unskilled)  # fmt: skip
+    base = replace(
+        cfg.base,
+        seed=a.seed,
+        sft_lr=a.lr,
+        sft_batch=a.batch,
+        sft_warmup=a.warmup,
+        sft_decay=a.decay,
+        sft_beta2=a.beta2,
+        weak_blind_per_task=a.blind,
+        weak_unskilled_per_task=a.unskilled,
+    )
     t0 = time.time()
     out, *_ = section_sft(replace(cfg, base=base))
     curve = out["oracle_sft_curve"]
     due = [q for q in curve if q["step"] <= CONVERGED_BY][-1]
-    row = {"seed": a.seed, "lr": a.lr, "batch": a.batch, "warmup": a.warmup, "decay": a.decay,
-           "beta2": a.beta2, "blind": a.blind, "unskilled": a.unskilled,
-           "weak_read": out["weak_base"]["train_read"], "weak_pass": out["weak_base"]["train"],
-           "weak_heldout": out["weak_base"]["heldout"],
-           "weak_entropy": out["weak_base"]["train_entropy"],
-           "converged": converged_step(curve),
-           "train": [round(q["train"], 3) for q in curve],
-           "train_40": due["train"], "init_40": due["train_family"]["init"],
-           "final_train": curve[-1]["train"], "final_heldout": curve[-1]["heldout"],
-           "cold_start": out["cold_start"], "copy_probe": out["copy_probe"],
-           "seconds": round(time.time() - t0)}  # fmt: skip
+    row = {
+        "seed": a.seed,
+        "lr": a.lr,
+        "batch": a.batch,
+        "warmup": a.warmup,
+        "decay": a.decay,
+        "beta2": a.beta2,
+        "blind": a.blind,
+        "unskilled": a.unskilled,
+        "weak_read": out["weak_base"]["train_read"],
+        "weak_pass": out["weak_base"]["train"],
+        "weak_heldout": out["weak_base"]["heldout"],
+        "weak_entropy": out["weak_base"]["train_entropy"],
+        "converged": converged_step(curve),
+        "train": [round(q["train"], 3) for q in curve],
+        "train_40": due["train"],
+        "init_40": due["train_family"]["init"],
+        "final_train": curve[-1]["train"],
+        "final_heldout": curve[-1]["heldout"],
+        "cold_start": out["cold_start"],
+        "copy_probe": out["copy_probe"],
+        "seconds": round(time.time() - t0),
+    }
     print(json.dumps(row), flush=True)
 
 

@@ -7,8 +7,8 @@ import torch
 from arl.cli.main import main
 from arl.cli.reproduce import print_ch15
 from arl.errors import ArlError
-from arl.eval.metrics import copy_probe
 from arl.experiments import ch15, ch15_seeds
+from arl.experiments.ch15_probes import copy_probe
 from arl.gym import default_vocab
 from arl.gym.families import ACCUMULATORS
 from arl.gym.tasks import tasks_for
@@ -50,8 +50,10 @@ def test_copy_probe_tells_copying_from_a_memorized_name():
 def test_reproduce_ch15_quick_end_to_end(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ARL_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "ch15"
-    assert main(["reproduce", "ch15", "--quick", "--seeds", "2", "--workers", "1",
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(["reproduce", "ch15", "--quick", "--seeds", "2", "--workers", "1", "--out", str(out)])
+        == 0
+    )
     results = json.loads((out / "results.json").read_text())
     assert results["seeds"] == [0, 1] and len(results["runs"]) == 2
     assert not (out / "results.partial.json").exists()
@@ -157,8 +159,9 @@ def test_seeds_on_ray_give_the_table_of_seeds_in_one_process(tmp_path, monkeypat
     cfg = ch15.Ch15Config().quick()
     one = ch15_seeds.run_seeds(cfg, [0, 1], tmp_path / "one", quick=True)
     try:
-        on_ray = ch15_seeds.run_seeds(cfg, [0, 1], tmp_path / "ray", quick=True, workers=2,
-                                      ray="local")  # fmt: skip
+        on_ray = ch15_seeds.run_seeds(
+            cfg, [0, 1], tmp_path / "ray", quick=True, workers=2, ray="local"
+        )
     finally:
         ray.shutdown()
     strip = lambda runs: [{k: v for k, v in R.items() if k != "timings_s"} for R in runs]  # noqa: E731

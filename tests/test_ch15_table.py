@@ -36,45 +36,93 @@ def book_result() -> dict:
     ei = [(0.33, 84, 21), (0.68, 84, 21), (0.74, 150, 30), (0.75, 160, 30)]
     return {
         "eval_n": {"train": 80, "heldout": 40},
-        "tokens": {"action_share": 0.19, "observation_share": 0.63, "masked_loss_init": 5.8,
-                   "unmasked_loss_init": 5.75, "log_vocab": 5.76},
+        "tokens": {
+            "action_share": 0.19,
+            "observation_share": 0.63,
+            "masked_loss_init": 5.8,
+            "unmasked_loss_init": 5.75,
+            "log_vocab": 5.76,
+        },
         "sft": {
-            "weak_base": {"train": 0.14, "heldout": 0.14, "train_malformed": 0.06,
-                          "train_read": 0.29, "train_entropy": 0.25,
-                          "train_first_call_entropy": 0.5},
+            "weak_base": {
+                "train": 0.14,
+                "heldout": 0.14,
+                "train_malformed": 0.06,
+                "train_read": 0.29,
+                "train_entropy": 0.25,
+                "train_first_call_entropy": 0.5,
+            },
             "oracle_sft_curve": curve,
             "cold_start": {"step": 20, "train_pass": 0.8, "reached": True},
             "copy_probe": {"weak_base": 0.0, "oracle_sft": 0.95},
         },
         "rft": {
-            "identity": {"relative_error": 1e-7, "kept_token_ratio": 0.0935,
-                         "cosine_mean_baseline_sft": 0.985, "success_rate": 0.11},
-            "rounds": [{"train": tr, "heldout": 0.15, "family_share": shares, "kept": k,
-                        "distinct_action_sequences": d, "train_family": {**fam, "init": 0.0}}
-                       for tr, k, d in ei],
+            "identity": {
+                "relative_error": 1e-7,
+                "kept_token_ratio": 0.0935,
+                "cosine_mean_baseline_sft": 0.985,
+                "success_rate": 0.11,
+            },
+            "rounds": [
+                {
+                    "train": tr,
+                    "heldout": 0.15,
+                    "family_share": shares,
+                    "kept": k,
+                    "distinct_action_sequences": d,
+                    "train_family": {**fam, "init": 0.0},
+                }
+                for tr, k, d in ei
+            ],
         },
-        "public_rft": {"rounds": [
-            {"hack_share": 0.42, "train_public": 0.6, "train": 0.35},
-            {"hack_share": 0.55, "train_public": 0.9, "train": 0.35},
-            {"hack_share": 0.64, "train_public": 0.97, "train": 0.35},
-        ]},
+        "public_rft": {
+            "rounds": [
+                {"hack_share": 0.42, "train_public": 0.6, "train": 0.35},
+                {"hack_share": 0.55, "train_public": 0.9, "train": 0.35},
+                {"hack_share": 0.64, "train_public": 0.97, "train": 0.35},
+            ]
+        },
         "dpo": {
-            "dpo": [{"rejected_delta": -45.0, "chosen_delta": 0.74, "train": 0.41,
-                     "train_malformed": 2.2, "heldout": 0.0}],
-            "dpo_nll": [{"rejected_delta": -20.0, "chosen_delta": 1.89, "train": 0.69,
-                         "train_malformed": 0.7, "heldout": 0.17}],
+            "dpo": [
+                {
+                    "rejected_delta": -45.0,
+                    "chosen_delta": 0.74,
+                    "train": 0.41,
+                    "train_malformed": 2.2,
+                    "heldout": 0.0,
+                }
+            ],
+            "dpo_nll": [
+                {
+                    "rejected_delta": -20.0,
+                    "chosen_delta": 1.89,
+                    "train": 0.69,
+                    "train_malformed": 0.7,
+                    "heldout": 0.17,
+                }
+            ],
         },
-        "recipes": {"rl_only": [{"train_malformed": 0.1}], "curves": {
-            "oracle_sft": [{"step": 60, "train": 0.99, "heldout": 0.93}],
-            "rft": [{"step": 60, "train": 0.74, "heldout": 0.15}],
-            "sft_then_rl": [{"step": 60, "train": 0.96, "heldout": 0.95}],
-            "rl_only": [{"step": 60, "train": 0.36, "heldout": 0.30}],
-        }},
-        "groups": {"tasks": 10, "step_cold": {"mixed_fraction": 0.7},
-                   "step_final": {"mixed_fraction": 0.1}},
-        "template": {"malformed_per_episode": 0.62, "train_pass": 0.075,
-                     "nll_per_action_token": 0.82, "nll_per_action_token_matched": 0.01},
-    }  # fmt: skip
+        "recipes": {
+            "rl_only": [{"train_malformed": 0.1}],
+            "curves": {
+                "oracle_sft": [{"step": 60, "train": 0.99, "heldout": 0.93}],
+                "rft": [{"step": 60, "train": 0.74, "heldout": 0.15}],
+                "sft_then_rl": [{"step": 60, "train": 0.96, "heldout": 0.95}],
+                "rl_only": [{"step": 60, "train": 0.36, "heldout": 0.30}],
+            },
+        },
+        "groups": {
+            "tasks": 10,
+            "step_cold": {"mixed_fraction": 0.7},
+            "step_final": {"mixed_fraction": 0.1},
+        },
+        "template": {
+            "malformed_per_episode": 0.62,
+            "train_pass": 0.075,
+            "nll_per_action_token": 0.82,
+            "nll_per_action_token_matched": 0.01,
+        },
+    }
 
 
 def _curve_end(R, key, value):
@@ -188,8 +236,11 @@ def test_the_speed_row_prints_init_and_the_lowest_family_at_step_40():
 def test_the_mixed_groups_margin_counts_groups_not_tasks():
     """30% against 0% is under 2 SE over 10 groups (one per task) and over it with 100."""
     R = book_result()
-    R["groups"] = {"tasks": 10, "step_cold": {"mixed_fraction": 0.3},
-                   "step_final": {"mixed_fraction": 0.0}}  # fmt: skip
+    R["groups"] = {
+        "tasks": 10,
+        "step_cold": {"mixed_fraction": 0.3},
+        "step_final": {"mixed_fraction": 0.0},
+    }
     verdict = lambda: next(r.reproduced for r in rows(R) if r.key == "mixed_groups")  # noqa: E731
     assert not verdict()  # a run saved before groups were counted: n is the 10 tasks
     R["groups"]["groups"] = 100

@@ -110,9 +110,20 @@ def test_fuzz_every_pg_number(capsys, key, bad):
 def _bad_files():
     garbage = st.binary(min_size=1, max_size=200).map(lambda b: b"\xff\xfe" + b)
     nested = st.integers(1_000, 60_000).map(lambda n: ("[" * n + "]" * n).encode())
-    wrong = st.sampled_from([b"[]", b"42", b'"x"', b"null", b'{"steps": NaN}', b'{"seed": -1}',
-                             b'{"steps": 1e400}', b'{"seed": 9223372036854775808}',
-                             b'{"lr": Infinity}', b'{"bogus": 1}'])  # fmt: skip
+    wrong = st.sampled_from(
+        [
+            b"[]",
+            b"42",
+            b'"x"',
+            b"null",
+            b'{"steps": NaN}',
+            b'{"seed": -1}',
+            b'{"steps": 1e400}',
+            b'{"seed": 9223372036854775808}',
+            b'{"lr": Infinity}',
+            b'{"bogus": 1}',
+        ]
+    )
     return st.one_of(garbage, nested, wrong)
 
 
@@ -178,8 +189,10 @@ def test_unwritable_out_is_refused_before_the_evaluation(capsys, tmp_path):
 
 
 def test_eval_of_a_run_folder_names_its_newest_checkpoint(capsys, tmp_path, small_init):
-    save_checkpoint(TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab()), n_layer=1,
-                              n_embd=32, n_head=2)), tmp_path / "run" / "ckpt-000004")  # fmt: skip
+    save_checkpoint(
+        TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab()), n_layer=1, n_embd=32, n_head=2)),
+        tmp_path / "run" / "ckpt-000004",
+    )
     code, err = _run(["eval", str(tmp_path / "run")], capsys)
     _one_line(code, err)
     assert "run folder; its newest checkpoint is" in err and "ckpt-000004" in err
@@ -236,25 +249,54 @@ def test_a_diverged_cli_run_exits_3_with_one_line(capsys, monkeypatch, tmp_path,
         return {**real(*args, **kwargs), "loss": float("inf")}
 
     monkeypatch.setattr(pg, "accumulate_policy_gradient", inf_loss)
-    argv = ["train", "pg", "--init", small_init, "--quiet", "--set", "tasks_per_step=2",
-            "--set", "group_size=2", "--set", f"out={tmp_path}/r"]  # fmt: skip
+    argv = [
+        "train",
+        "pg",
+        "--init",
+        small_init,
+        "--quiet",
+        "--set",
+        "tasks_per_step=2",
+        "--set",
+        "group_size=2",
+        "--set",
+        f"out={tmp_path}/r",
+    ]
     code, err = _run(argv, capsys)
     assert code == 3 and err.count("\n") == 1 and "step 1: loss inf" in err
 
 
 # --- kill and resume ---------------------------------------------------------------------------
 
-PG_ARGS = ["--quiet", "--set", "steps=6", "--set", "save_every=1", "--set", "tasks_per_step=2",
-           "--set", "group_size=2", "--set", "minibatches=1", "--set", "eval_every=4",
-           "--set", "eval_samples=1"]  # fmt: skip
+PG_ARGS = [
+    "--quiet",
+    "--set",
+    "steps=6",
+    "--set",
+    "save_every=1",
+    "--set",
+    "tasks_per_step=2",
+    "--set",
+    "group_size=2",
+    "--set",
+    "minibatches=1",
+    "--set",
+    "eval_every=4",
+    "--set",
+    "eval_samples=1",
+]
 
 
 def _arl(*argv: str) -> subprocess.Popen:
     env = {**os.environ, "ARL_THREADS": "1", "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
         [sys.executable, "-m", "arl", "train", "pg", *argv],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _rows(out: Path) -> list[dict]:
@@ -295,8 +337,9 @@ def test_eval_accepts_the_cached_bases_like_train_pg_init(capsys, monkeypatch, n
     def tiny(config, environment="bugfix"):
         calls.append(config.seed)
         torch.manual_seed(0)
-        return TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab()), n_layer=1, n_embd=32,
-                                         n_head=2))  # fmt: skip
+        return TinyAgent(
+            TinyAgentConfig(vocab_size=len(default_vocab()), n_layer=1, n_embd=32, n_head=2)
+        )
 
     monkeypatch.setattr(bases, "weak_base" if name == "weak" else "cold_start", tiny)
     code = main(["eval", name, "--samples", "1", "--seed", "3", "--json"])
@@ -307,4 +350,6 @@ def test_eval_accepts_the_cached_bases_like_train_pg_init(capsys, monkeypatch, n
 def test_eval_says_which_split_it_evaluates(capsys):
     assert main(["eval", "oracle", "--samples", "1"]) == 0
     out = capsys.readouterr().out
-    assert "evaluating on the train split of bugfix (the tasks training sees; --split heldout" in out
+    assert (
+        "evaluating on the train split of bugfix (the tasks training sees; --split heldout" in out
+    )

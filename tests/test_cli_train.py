@@ -115,8 +115,20 @@ def test_example_config_is_valid_and_uses_the_defaults():
 
 def test_a_sweep_runs_one_folder_per_value_and_skips_finished_points(cli, tmp_path, init):
     out = tmp_path / "sweep"
-    argv = ["train", "pg", "--init", init, "--quiet", *SMALL, "--set", "steps=1",
-            "--set", f"out={out}", "--sweep", "seed=3,4"]  # fmt: skip
+    argv = [
+        "train",
+        "pg",
+        "--init",
+        init,
+        "--quiet",
+        *SMALL,
+        "--set",
+        "steps=1",
+        "--set",
+        f"out={out}",
+        "--sweep",
+        "seed=3,4",
+    ]
     code, stdout, err = cli(*argv)
     assert code == 0, err
     points = json.loads((out / "sweep.json").read_text())["points"]
@@ -126,8 +138,10 @@ def test_a_sweep_runs_one_folder_per_value_and_skips_finished_points(cli, tmp_pa
         rows = [json.loads(x) for x in text.splitlines()]
         assert rows[-1]["step"] == 1
         assert json.loads((out / f"seed={seed}" / "config.json").read_text())["seed"] == seed
-    a, b = (json.loads((out / f"seed={s}" / "metrics.jsonl").read_text().splitlines()[-1])
-            for s in (3, 4))  # fmt: skip
+    a, b = (
+        json.loads((out / f"seed={s}" / "metrics.jsonl").read_text().splitlines()[-1])
+        for s in (3, 4)
+    )
     assert a["reward"] != b["reward"] or a["entropy"] != b["entropy"]  # each its own seed
     code, stdout, _ = cli(*argv)  # killed and started again: finished points are not rerun
     assert code == 0 and stdout.count("already finished") == 2
@@ -137,9 +151,27 @@ def test_a_sweep_runs_one_folder_per_value_and_skips_finished_points(cli, tmp_pa
 
 def test_train_sft_takes_a_warmup_a_decay_and_a_beta2_and_refuses_bad_ones(cli, tmp_path, init):
     out = tmp_path / "sft"
-    code, _, err = cli("train", "sft", "--init", init, "--steps", "3", "--batch-size", "2",
-                       "--warmup-steps", "2", "--decay", "cosine", "--beta2", "0.95",
-                       "--eval-samples", "1", "--out", str(out), "--quiet")  # fmt: skip
+    code, _, err = cli(
+        "train",
+        "sft",
+        "--init",
+        init,
+        "--steps",
+        "3",
+        "--batch-size",
+        "2",
+        "--warmup-steps",
+        "2",
+        "--decay",
+        "cosine",
+        "--beta2",
+        "0.95",
+        "--eval-samples",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
+    )
     assert code == 0, err
     settings = json.loads((out / "results.json").read_text())["settings"]
     assert (settings["warmup_steps"], settings["decay"], settings["beta2"]) == (2, "cosine", 0.95)

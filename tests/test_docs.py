@@ -143,10 +143,12 @@ def test_the_checker_catches_a_wrong_flag(capsys):
     )
     found = commands_in(page, "page.md")
     assert found == [
-        ("page.md:2", ["arl", "eval", "oracle", "--split", "heldout", "--samples", "2",
-                       "--no-such-flag"]),
+        (
+            "page.md:2",
+            ["arl", "eval", "oracle", "--split", "heldout", "--samples", "2", "--no-such-flag"],
+        ),
         ("page.md:4", ["arl", "reproduce", "ch15", "--seeds", "2"]),
-    ]  # fmt: skip
+    ]
     assert "unrecognized arguments: --no-such-flag" in parse_error(found[0][1][1:], capsys)
     assert parse_error(found[1][1][1:], capsys) is None
     assert "invalid choice" in parse_error(["reproduce", "ch16"], capsys)

@@ -19,8 +19,9 @@ def _random_agent(vocab, bias: bool = True, seed: int = 0) -> TinyAgent:
     """A TinyAgent with every weight (biases, LayerNorms) far from its init, so a wrong
     mapping of any one tensor shows in the logits."""
     torch.manual_seed(seed)
-    cfg = TinyAgentConfig(vocab_size=len(vocab), block_size=48, n_layer=2, n_embd=32, n_head=4,
-                          bias=bias)  # fmt: skip
+    cfg = TinyAgentConfig(
+        vocab_size=len(vocab), block_size=48, n_layer=2, n_embd=32, n_head=4, bias=bias
+    )
     model = TinyAgent(cfg)
     with torch.no_grad():
         for p in model.parameters():
@@ -61,8 +62,13 @@ def test_hf_generate_continues_as_tinyagent_greedy(exported, vocab, transformers
     with torch.no_grad():
         for _ in range(8):  # TinyAgent's greedy decode, by hand
             ids = torch.cat([ids, model(ids)[0][:, -1].argmax(-1, keepdim=True)], dim=1)
-    got = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=8,
-                      min_new_tokens=8, do_sample=False)  # fmt: skip
+    got = hf.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        max_new_tokens=8,
+        min_new_tokens=8,
+        do_sample=False,
+    )
     assert got.tolist() == ids.tolist()
 
 
@@ -100,9 +106,15 @@ def test_tokenizer_ids_are_arl_vocabulary_ids(exported, vocab, transformers):
     text = "<bos> fix handle _ entries read <end> <obs> def handle _ entries ( xs ) : </obs>"
     assert tok(text).input_ids == vocab.encode(text.split())
     assert tok.decode(vocab.encode(text.split())) == text
-    assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (
-        config.bos_token_id, config.eos_token_id, config.pad_token_id,
-    ) == (vocab.id("<bos>"), vocab.id("<end>"), vocab.id("<pad>"))  # fmt: skip
+    assert (
+        (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id)
+        == (
+            config.bos_token_id,
+            config.eos_token_id,
+            config.pad_token_id,
+        )
+        == (vocab.id("<bos>"), vocab.id("<end>"), vocab.id("<pad>"))
+    )
     assert tok("zebra").input_ids == [vocab.id("<unk>")]
 
 
@@ -131,8 +143,19 @@ def test_trajectories_round_trip_through_datasets(tmp_path, cli, tiny_model):
 
     ckpt = save_checkpoint(tiny_model, tmp_path / "ckpt")
     out = tmp_path / "t.parquet"
-    code, stdout, err = cli("export", "trajectories", str(out), "--policy", str(ckpt),
-                            "--split", "heldout", "--samples", "2", "--seed", "3")  # fmt: skip
+    code, stdout, err = cli(
+        "export",
+        "trajectories",
+        str(out),
+        "--policy",
+        str(ckpt),
+        "--split",
+        "heldout",
+        "--samples",
+        "2",
+        "--seed",
+        "3",
+    )
     assert code == 0, err
     ds = datasets.load_dataset("parquet", data_files=str(out), split="train")
     trajs = run_policy(tiny_model, tasks_for("heldout"), samples=2, seed=3)
@@ -154,16 +177,29 @@ def test_trajectories_round_trip_through_datasets(tmp_path, cli, tiny_model):
 
 def test_trajectories_into_a_directory_and_refusals(tmp_path, cli):
     datasets = pytest.importorskip("datasets")
-    code, _, err = cli("export", "trajectories", str(tmp_path / "d"), "--policy", "oracle",
-                       "--samples", "1", "--split", "heldout")  # fmt: skip
+    code, _, err = cli(
+        "export",
+        "trajectories",
+        str(tmp_path / "d"),
+        "--policy",
+        "oracle",
+        "--samples",
+        "1",
+        "--split",
+        "heldout",
+    )
     assert code == 0, err
     ds = datasets.Dataset.from_parquet(str(tmp_path / "d" / "heldout.parquet"))
-    assert len(ds) == 10 and all(ds["passed"]) and set(ds["family"]) == {
-        "init", "range", "compare", "minmax", "div"}  # fmt: skip
+    assert (
+        len(ds) == 10
+        and all(ds["passed"])
+        and set(ds["family"]) == {"init", "range", "compare", "minmax", "div"}
+    )
     code, _, err = cli("export", "trajectories", str(tmp_path / "d"), "--policy", "oracle")
     assert code == 0  # another split: another file
-    code, _, err = cli("export", "trajectories", str(tmp_path / "d"), "--policy", "oracle",
-                       "--split", "heldout")  # fmt: skip
+    code, _, err = cli(
+        "export", "trajectories", str(tmp_path / "d"), "--policy", "oracle", "--split", "heldout"
+    )
     assert code == 2 and "--overwrite" in err
     code, _, err = cli("export", "trajectories", str(tmp_path / "x.parquet"), "--policy", "nope")
     assert code == 2 and "unknown policy" in err

@@ -27,8 +27,15 @@ def test_parse_call_names_why():
 
 
 def test_every_malformed_reason_is_reachable():
-    calls = [[], [END], ["dance", END], ["edit", "paint", END], ["edit", END],
-             ["read", "xs", END], ["edit", "init", "1", END]]  # fmt: skip
+    calls = [
+        [],
+        [END],
+        ["dance", END],
+        ["edit", "paint", END],
+        ["edit", END],
+        ["read", "xs", END],
+        ["edit", "init", "1", END],
+    ]
     assert {parse_call(c).reason for c in calls} == set(MALFORMED_REASONS)
 
 

@@ -94,8 +94,10 @@ def test_reset_options_choose_task_split_and_accumulator():
     assert (info["task"], info["split"], info["accumulator"]) == (heldout, "heldout", "score")
     assert env.reset(seed=0, options={"split": "heldout"})[1]["split"] == "heldout"
     init = next(t.name for t in all_tasks() if t.family == "init")
-    named = {env.reset(seed=s, options={"task": init, "accumulator": "acc"})[1]["accumulator"]
-             for s in range(6)}  # fmt: skip
+    named = {
+        env.reset(seed=s, options={"task": init, "accumulator": "acc"})[1]["accumulator"]
+        for s in range(6)
+    }
     assert named == {"acc"}
     drawn = {env.reset(seed=s, options={"task": init})[1]["accumulator"] for s in range(40)}
     assert drawn == set(ACCUMULATORS)

@@ -161,12 +161,19 @@ def test_one_step_of_each_recipe_changes_the_real_model(warm):
     assert rft[0]["kept"] > 0 and not torch.equal(before, after := _params(policy))
     assert rft[0]["first_calls"]["read"] > 0  # the calls decoded by the model's own tokenizer
     blind = [scripted_rollout("blind", t, renderer=policy.renderer) for t in tasks_for("train")]
-    dpo = dpo_train(policy, copy.deepcopy(policy), list(zip(demos[:4], blind[:4], strict=True)),
-                    DPOConfig(steps=1))  # fmt: skip
+    dpo = dpo_train(
+        policy,
+        copy.deepcopy(policy),
+        list(zip(demos[:4], blind[:4], strict=True)),
+        DPOConfig(steps=1),
+    )
     assert dpo[-1]["chosen_delta"] > dpo[-1]["rejected_delta"]
     assert not torch.equal(after, after2 := _params(policy))
-    pg = train_pg(policy, PGConfig(steps=1, tasks_per_step=4, group_size=4, eval_every=0, out=""),
-                  tasks=tasks_for("train")[:8])  # fmt: skip
+    pg = train_pg(
+        policy,
+        PGConfig(steps=1, tasks_per_step=4, group_size=4, eval_every=0, out=""),
+        tasks=tasks_for("train")[:8],
+    )
     assert pg[-1]["tasks_with_grad"] > 0 and not torch.equal(after2, _params(policy))
 
 
@@ -181,8 +188,23 @@ def test_train_and_eval_a_real_model_from_the_command_line(hf_dir, tmp_path, cap
     if "llama" in str(hf_dir):
         pytest.skip("the CLI is checked once, on the Qwen2 model")
     out = tmp_path / "sft"
-    code = main(["train", "sft", "--model", str(hf_dir), "--steps", "2", "--batch-size", "4",
-                 "--eval-samples", "1", "--out", str(out), "--quiet"])  # fmt: skip
+    code = main(
+        [
+            "train",
+            "sft",
+            "--model",
+            str(hf_dir),
+            "--steps",
+            "2",
+            "--batch-size",
+            "4",
+            "--eval-samples",
+            "1",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert code == 0
     res = json.loads((out / "results.json").read_text())
     assert res["source"] == str(hf_dir) and 0.0 <= res["eval/train_pass_rate"] <= 1.0
@@ -195,11 +217,33 @@ def test_train_and_eval_a_real_model_from_the_command_line(hf_dir, tmp_path, cap
     for argv, msg in [
         (["eval", "--model", str(tmp_path / "nope"), "--samples", "1"], "--model"),
         (["eval", "weak", "--model", str(hf_dir)], "not both"),
-        (["train", "sft", "--init", "untrained", "--dtype", "bfloat16", "--out",
-          str(tmp_path / "x")], "float32"),
-        (["train", "sft", "--model", str(hf_dir), "--device", "cuda:0", "--out",
-          str(tmp_path / "y")], "CUDA"),
-    ]:  # fmt: skip
+        (
+            [
+                "train",
+                "sft",
+                "--init",
+                "untrained",
+                "--dtype",
+                "bfloat16",
+                "--out",
+                str(tmp_path / "x"),
+            ],
+            "float32",
+        ),
+        (
+            [
+                "train",
+                "sft",
+                "--model",
+                str(hf_dir),
+                "--device",
+                "cuda:0",
+                "--out",
+                str(tmp_path / "y"),
+            ],
+            "CUDA",
+        ),
+    ]:
         if "cuda" in argv[-3] and torch.cuda.is_available():
             continue
         assert main(argv) == 2

@@ -11,21 +11,41 @@ from arl.logging_bridge import REPORT_TO, make_sink, scalars
 from arl.model import TinyAgent, TinyAgentConfig
 from arl.train.checkpoint import save_checkpoint
 
-SMALL = ["--set", "tasks_per_step=2", "--set", "group_size=2", "--set", "minibatches=1",
-         "--set", "eval_every=2", "--set", "eval_samples=1", "--quiet"]  # fmt: skip
+SMALL = [
+    "--set",
+    "tasks_per_step=2",
+    "--set",
+    "group_size=2",
+    "--set",
+    "minibatches=1",
+    "--set",
+    "eval_every=2",
+    "--set",
+    "eval_samples=1",
+    "--quiet",
+]
 
 
 @pytest.fixture()
 def init(tmp_path):
     torch.manual_seed(0)
-    cfg = TinyAgentConfig(vocab_size=len(default_vocab()), n_layer=1, n_embd=32, n_head=2,
-                          block_size=256)  # fmt: skip
+    cfg = TinyAgentConfig(
+        vocab_size=len(default_vocab()), n_layer=1, n_embd=32, n_head=2, block_size=256
+    )
     return str(save_checkpoint(TinyAgent(cfg), tmp_path / "init"))
 
 
 def test_scalars_keep_finite_numbers_and_drop_step_bools_and_none():
-    record = {"step": 3, "reward": 0.5, "tasks_with_grad": 2, "kl/mu_k3": 1e-3, "ok": True,
-              "len_success_p50": None, "name": "x", "bad": float("nan")}  # fmt: skip
+    record = {
+        "step": 3,
+        "reward": 0.5,
+        "tasks_with_grad": 2,
+        "kl/mu_k3": 1e-3,
+        "ok": True,
+        "len_success_p50": None,
+        "name": "x",
+        "bad": float("nan"),
+    }
     assert scalars(record) == {"reward": 0.5, "tasks_with_grad": 2.0, "kl/mu_k3": 1e-3}
 
 
@@ -57,8 +77,19 @@ def _jsonl(path) -> dict[str, dict[int, float]]:
 def test_tensorboard_events_equal_metrics_jsonl(cli, tmp_path, init):
     pytest.importorskip("tensorboard")
     out = tmp_path / "run"
-    code, _, err = cli("train", "pg", "--init", init, *SMALL, "--set", "steps=2",
-                       "--set", f"out={out}", "--report-to", "tensorboard")  # fmt: skip
+    code, _, err = cli(
+        "train",
+        "pg",
+        "--init",
+        init,
+        *SMALL,
+        "--set",
+        "steps=2",
+        "--set",
+        f"out={out}",
+        "--report-to",
+        "tensorboard",
+    )
     assert code == 0, err
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     events, logged = _events(out / "tensorboard"), _jsonl(out / "metrics.jsonl")
@@ -67,17 +98,32 @@ def test_tensorboard_events_equal_metrics_jsonl(cli, tmp_path, init):
     for key, by_step in logged.items():  # float32 in the event file
         assert events[key] == pytest.approx(by_step, rel=1e-6, abs=1e-30), key
     # a resume continues the run: the tensorboard folder is the run's own, not foreign
-    code, _, err = cli("train", "pg", "--init", init, *SMALL, "--set", "steps=3",
-                       "--set", f"out={out}", "--set", "resume=true", "--allow-change", "steps",
-                       "--report-to", "tensorboard")  # fmt: skip
+    code, _, err = cli(
+        "train",
+        "pg",
+        "--init",
+        init,
+        *SMALL,
+        "--set",
+        "steps=3",
+        "--set",
+        f"out={out}",
+        "--set",
+        "resume=true",
+        "--allow-change",
+        "steps",
+        "--report-to",
+        "tensorboard",
+    )
     assert code == 0, err
     assert set(_events(out / "tensorboard")["reward"]) == {1, 2, 3}
 
 
 def test_no_report_writes_no_tensorboard_folder(cli, tmp_path, init):
     out = tmp_path / "run"
-    code, _, err = cli("train", "pg", "--init", init, *SMALL, "--set", "steps=1",
-                       "--set", f"out={out}")  # fmt: skip
+    code, _, err = cli(
+        "train", "pg", "--init", init, *SMALL, "--set", "steps=1", "--set", f"out={out}"
+    )
     assert code == 0, err
     assert not (out / "tensorboard").exists() and not (out / "wandb").exists()
 
@@ -87,8 +133,19 @@ def test_no_report_writes_no_tensorboard_folder(cli, tmp_path, init):
 )
 def test_missing_package_is_one_line_exit_2(cli, tmp_path, init, monkeypatch, report, module):
     monkeypatch.setitem(sys.modules, module, None)  # `import module` now raises ImportError
-    code, _, err = cli("train", "pg", "--init", init, *SMALL, "--set", "steps=1",
-                       "--set", f"out={tmp_path / 'run'}", "--report-to", report)  # fmt: skip
+    code, _, err = cli(
+        "train",
+        "pg",
+        "--init",
+        init,
+        *SMALL,
+        "--set",
+        "steps=1",
+        "--set",
+        f"out={tmp_path / 'run'}",
+        "--report-to",
+        report,
+    )
     assert code == 2 and err.count("\n") == 1 and "pip install" in err, err
 
 
@@ -96,8 +153,19 @@ def test_wandb_offline_by_default(cli, tmp_path, init, monkeypatch):
     pytest.importorskip("wandb", reason="wandb is not installed (not part of the CI extras)")
     monkeypatch.delenv("WANDB_MODE", raising=False)
     out = tmp_path / "run"
-    code, _, err = cli("train", "pg", "--init", init, *SMALL, "--set", "steps=1",
-                       "--set", f"out={out}", "--report-to", "wandb")  # fmt: skip
+    code, _, err = cli(
+        "train",
+        "pg",
+        "--init",
+        init,
+        *SMALL,
+        "--set",
+        "steps=1",
+        "--set",
+        f"out={out}",
+        "--report-to",
+        "wandb",
+    )
     assert code == 0, err
     assert list((out / "wandb").glob("offline-run-*"))
 
@@ -130,8 +198,19 @@ def test_wandb_sink_gets_metrics_jsonl_offline(cli, tmp_path, init, monkeypatch)
     monkeypatch.setitem(sys.modules, "wandb", fake)
     monkeypatch.delenv("WANDB_MODE", raising=False)
     out = tmp_path / "run"
-    code, _, err = cli("train", "pg", "--init", init, *SMALL, "--set", "steps=2",
-                       "--set", f"out={out}", "--report-to", "wandb")  # fmt: skip
+    code, _, err = cli(
+        "train",
+        "pg",
+        "--init",
+        init,
+        *SMALL,
+        "--set",
+        "steps=2",
+        "--set",
+        f"out={out}",
+        "--report-to",
+        "wandb",
+    )
     assert code == 0, err
     assert fake.mode == "offline" and fake.finished
     assert fake.init_kwargs["dir"] == str(out) and fake.init_kwargs["config"]["steps"] == 2

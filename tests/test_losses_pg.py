@@ -144,13 +144,24 @@ def test_ppo_token_loss_by_hand():
     mu = prox - torch.tensor([[math.log(4.0), 0.0, 0.0]])
     ref = logp + torch.tensor([[0.0, 0.0, math.log(2.0)]])
     loss, clipped, capped = ppo_token_loss(
-        logp, prox, mu, torch.tensor([2.0]), clip_low=0.2, clip_high=0.28, is_cap=2.0,
-        ref_logp_BT=ref, kl="k3", kl_beta=0.1, entropy_BT=torch.ones(1, 3), entropy_coef=0.5,
-    )  # fmt: skip
+        logp,
+        prox,
+        mu,
+        torch.tensor([2.0]),
+        clip_low=0.2,
+        clip_high=0.28,
+        is_cap=2.0,
+        ref_logp_BT=ref,
+        kl="k3",
+        kl_beta=0.1,
+        entropy_BT=torch.ones(1, 3),
+        entropy_coef=0.5,
+    )
     k3 = 1 - math.log(2.0)
     torch.testing.assert_close(loss, torch.tensor([[-5.62, -1.5, -2.5 + 0.1 * k3]]))
     assert clipped.tolist() == [[True, False, False]] and capped.tolist() == [[True, False, False]]
-    plain, clipped, _ = ppo_token_loss(logp, prox, mu, torch.tensor([2.0]), clip=False,
-                                       is_correction=False)  # fmt: skip
+    plain, clipped, _ = ppo_token_loss(
+        logp, prox, mu, torch.tensor([2.0]), clip=False, is_correction=False
+    )
     torch.testing.assert_close(plain, torch.tensor([[-3.0, -1.0, -2.0]]))  # -r A, no cap
     assert not clipped.any()

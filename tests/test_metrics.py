@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from arl.batch import collate
-from arl.eval.metrics import action_entropy, op_choice, summarize, token_accounting
+from arl.eval.metrics import action_entropy, summarize, token_accounting
+from arl.experiments.ch15_probes import op_choice
 from arl.gym.tasks import tasks_for
 from arl.rollout import rollout_batch, scripted_rollout
 from arl.types import POLICY
@@ -40,9 +41,9 @@ def test_action_entropy_is_on_policy_tokens_only(tiny_model):
     assert 0 < ent <= math.log(tiny_model.config.vocab_size) + 1e-5
 
 
-def test_token_accounting_counts_predicted_positions():
+def test_token_accounting_counts_predicted_positions(vocab):
     eps = [scripted_rollout("oracle", t, seed=0) for t in tasks_for("train")[:2]]
-    acc = token_accounting(eps)
+    acc = token_accounting(eps, len(vocab))
     assert acc["predicted_positions"] == sum(len(t) - 1 for t in eps)
     assert acc["action_positions"] == sum(t.n_action_tokens for t in eps)
     parts = ("action", "observation", "template", "prompt")

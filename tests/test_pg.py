@@ -325,9 +325,11 @@ def test_resume_refuses_a_changed_config_unless_allowed(weak, tmp_path):
     with pytest.raises(ArlError, match="lr 0.001 -> 0.002.*--allow-change lr"):
         train_pg(copy.deepcopy(weak), replace(run, resume=True, lr=2e-3, steps=3), TASKS)
     hist = train_pg(
-        copy.deepcopy(weak), replace(run, resume=True, lr=2e-3, steps=3), TASKS,
+        copy.deepcopy(weak),
+        replace(run, resume=True, lr=2e-3, steps=3),
+        TASKS,
         allow_change=("lr", "steps"),
-    )  # fmt: skip
+    )
     assert [r["step"] for r in hist] == [3]
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["lr"] == 2e-3  # config.json says what the resumed run used
@@ -359,8 +361,11 @@ def test_resume_from_a_damaged_run_is_one_clear_error_or_exact(weak, tmp_path, d
         match = "corrupt trainer_state.pt"
     else:
         torch.manual_seed(0)
-        model = TinyAgent(TinyAgentConfig(vocab_size=len(default_vocab()), n_layer=1, n_embd=16,
-                                          n_head=2, block_size=256))  # fmt: skip
+        model = TinyAgent(
+            TinyAgentConfig(
+                vocab_size=len(default_vocab()), n_layer=1, n_embd=16, n_head=2, block_size=256
+            )
+        )
         match = "another model shape than --init \\(n_embd 32 vs 16\\)"
     with pytest.raises(ArlError, match=match):
         train_pg(model, replace(run, resume=True), TASKS)

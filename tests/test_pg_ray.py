@@ -10,8 +10,16 @@ from arl.train.pg_config import PGConfig
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'arl[ray]')")
 
-SMALL = dict(steps=3, tasks_per_step=2, group_size=2, minibatches=2, entropy_coef=0.01,
-             staleness=1, eval_every=0, out="")  # fmt: skip
+SMALL = dict(
+    steps=3,
+    tasks_per_step=2,
+    group_size=2,
+    minibatches=2,
+    entropy_coef=0.01,
+    staleness=1,
+    eval_every=0,
+    out="",
+)
 
 
 @pytest.fixture(scope="module", autouse=True)

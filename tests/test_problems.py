@@ -120,8 +120,9 @@ def test_seeds_resume_after_a_failure_and_run_the_same_on_ray(tmp_path, monkeypa
 
     monkeypatch.setattr(problems, "measure_seed", real)
     try:
-        on_ray = problems.run(1, [0, 1], quick=True, out=tmp_path / "r",
-                              where=Where(workers=2, ray="local"))  # fmt: skip
+        on_ray = problems.run(
+            1, [0, 1], quick=True, out=tmp_path / "r", where=Where(workers=2, ray="local")
+        )
     finally:
         ray.shutdown()
     strip = lambda rs: [{k: v for k, v in r.items() if k != "seconds"} for r in rs]  # noqa: E731
@@ -140,8 +141,12 @@ def test_all_writes_one_summary_row_per_problem(every_problem, capsys):
     assert table.count("\n| ") == len(problems.PROBLEMS) + 1  # header and one row each
     assert "QUICK" in table
     # a second `all` on the finished folder reads every problem back: nothing reruns
-    assert main(["reproduce", "problem", "all", "--quick", "--seeds", "1",
-                 "--out", str(every_problem)]) == 0  # fmt: skip
+    assert (
+        main(
+            ["reproduce", "problem", "all", "--quick", "--seeds", "1", "--out", str(every_problem)]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert err.count("read back") == len(problems.PROBLEMS)
 
@@ -290,8 +295,10 @@ def test_problem_7_public_reward_raises_the_hack_hidden_reward_lowers_it():
     ctx = Ctx(number=7, quick=True, seed=0)
     before = _hack_prob(start(ctx, "weak"))
     after = {}
-    for arm, env in (("public", {"reward": "public", "zero_exploits": False}),
-                     ("hidden", {"reward": "hidden", "zero_exploits": True})):  # fmt: skip
+    for arm, env in (
+        ("public", {"reward": "public", "zero_exploits": False}),
+        ("hidden", {"reward": "hidden", "zero_exploits": True}),
+    ):
         model = start(ctx, "weak")
         hist = train_pg(model, replace(rl_config(ctx, env=env), steps=10), tasks_for("train"))
         assert sum(r["hack_rate"] for r in hist) > 0  # some hack was sampled and judged

@@ -100,6 +100,7 @@ def test_dpo_moves_rejected_down_and_starts_at_zero(tiny_model):
     assert history[0]["loss"] == pytest.approx(0.6931, abs=1e-4)  # log 2 at equal ratios
     assert history[-1]["rejected_delta"] < history[-1]["chosen_delta"]
     assert history[-1]["reward_accuracy"] == 1.0
-    nll = dpo_train(copy.deepcopy(reference), reference, pairs,
-                    DPOConfig(steps=15, lr=3e-3, nll_weight=1.0))  # fmt: skip
+    nll = dpo_train(
+        copy.deepcopy(reference), reference, pairs, DPOConfig(steps=15, lr=3e-3, nll_weight=1.0)
+    )
     assert nll[-1]["chosen_delta"] > history[-1]["chosen_delta"]  # the NLL term anchors chosen

@@ -89,8 +89,9 @@ def test_cpu_loop_and_sleep_end_in_time_and_leave_no_process(sb):
     """
     loop = "def f(x):\n    while True:\n        pass\n"
     start = time.monotonic()
-    v_sleep, v_loop = sb.run_many([job(sleeper, ((1,), 1), limits=QUICK),
-                                   job(loop, ((1,), 1), limits=QUICK)])  # fmt: skip
+    v_sleep, v_loop = sb.run_many(
+        [job(sleeper, ((1,), 1), limits=QUICK), job(loop, ((1,), 1), limits=QUICK)]
+    )
     took = time.monotonic() - start
     assert statuses(v_sleep) == ["timeout"] and "wall clock" in v_sleep.results[0].detail
     assert statuses(v_loop) == ["timeout"]  # by its CPU time, or the wall clock under load
@@ -109,9 +110,15 @@ def test_memory_bomb_is_memory_and_a_sibling_still_passes(sb):
             child = subprocess.run(["cat", "/proc/self/oom_score_adj"], capture_output=True)
             return [open("/proc/self/oom_score_adj").read(), child.stdout.decode()]
     """
-    verdicts = sb.run_many([job(huge, ((1,), 1)), job(sibling, ((21,), 42)),
-                            job(grow, ((1,), 1)), job(sibling, ((1,), 2)),
-                            job(first, ((1,), ["1000\n", "1000\n"]))])  # fmt: skip
+    verdicts = sb.run_many(
+        [
+            job(huge, ((1,), 1)),
+            job(sibling, ((21,), 42)),
+            job(grow, ((1,), 1)),
+            job(sibling, ((1,), 2)),
+            job(first, ((1,), ["1000\n", "1000\n"])),
+        ]
+    )
     assert [statuses(v) for v in verdicts] == [["memory"], ["pass"], ["memory"], ["pass"], ["pass"]]
 
 
@@ -183,9 +190,13 @@ def test_big_file_many_files_and_a_flood_of_output_are_cut(sb):
     flood = "import os\ndef f(x):\n    for _ in range(1024):\n        os.write(1, b'y' * (1 << 20))\n    return x\n"  # noqa: E501
     free = shutil.disk_usage("/").free
     start = time.monotonic()
-    verdicts = sb.run_many([job(big, ((1,), [8 << 20, 27])),  # EFBIG at the 8 MiB limit
-                            job(many, ((SCRATCH_MB << 20,), [True, 28])),  # ENOSPC
-                            job(flood, ((5,), 5))])  # fmt: skip
+    verdicts = sb.run_many(
+        [
+            job(big, ((1,), [8 << 20, 27])),  # EFBIG at the 8 MiB limit
+            job(many, ((SCRATCH_MB << 20,), [True, 28])),  # ENOSPC
+            job(flood, ((5,), 5)),
+        ]
+    )
     assert time.monotonic() - start < Limits().wall_seconds
     assert [statuses(v) for v in verdicts] == [["pass"]] * 3, [v.results for v in verdicts]
     assert abs(shutil.disk_usage("/").free - free) < 64 << 20

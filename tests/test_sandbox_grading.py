@@ -28,18 +28,25 @@ EXPLOITS = {  # each with a wrong function (the right answer is 2): never a pass
     "exit_at_import": ("import os\nos._exit(0)\ndef f(x): return 3\n", (), "exit_at_import"),
     "sys_exit_at_import": ("import sys\nsys.exit(0)\ndef f(x): return 3\n", (), "exit_at_import"),
     "forged_stdout": (
-        "def f(x):\n    print('passed 1 of 1\\nOK\\n{\"cases\": [{\"s\": \"pass\"}]}')\n"
-        "    return 3\n", (), None,
+        'def f(x):\n    print(\'passed 1 of 1\\nOK\\n{"cases": [{"s": "pass"}]}\')\n    return 3\n',
+        (),
+        None,
     ),
     "always_eq": (
-        "class A:\n    def __eq__(self, o): return True\ndef f(x): return A()\n", (), None,
+        "class A:\n    def __eq__(self, o): return True\ndef f(x): return A()\n",
+        (),
+        None,
     ),
     "int_subclass": (
-        "class I(int):\n    def __eq__(self, o): return True\ndef f(x): return I(3)\n", (), None,
+        "class I(int):\n    def __eq__(self, o): return True\ndef f(x): return I(3)\n",
+        (),
+        None,
     ),
     "forged_records": (
-        "import os\ndef f(x):\n    os.write(3, b'{\"k\": \"ok\", \"i\": 0, \"v\": 2}\\n'"
-        " * 2 + b'{\"k\": \"pass\"}\\n')\n    os._exit(0)\n", (), "bad_result_stream",
+        'import os\ndef f(x):\n    os.write(3, b\'{"k": "ok", "i": 0, "v": 2}\\n\''
+        ' * 2 + b\'{"k": "pass"}\\n\')\n    os._exit(0)\n',
+        (),
+        "bad_result_stream",
     ),
     "conftest_file": (
         "def f(x): return 3\n",
@@ -47,10 +54,11 @@ EXPLOITS = {  # each with a wrong function (the right answer is 2): never a pass
         "dropped:conftest.py",
     ),
     "sitecustomize_written": (
-        "open('sitecustomize.py', 'w').write('import os')\ndef f(x): return 3\n", (),
+        "open('sitecustomize.py', 'w').write('import os')\ndef f(x): return 3\n",
+        (),
         "dropped:sitecustomize.py",
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", sorted(EXPLOITS))

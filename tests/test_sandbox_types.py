@@ -128,8 +128,14 @@ def test_missing_bwrap_is_one_line_with_the_fix(monkeypatch, tmp_path):
 def test_bwrap_command_line_binds_no_host_data():
     argv = launch.bwrap_argv("/usr/bin/bwrap", 1234, ("python",))
     text = " ".join(argv)
-    for flag in ("--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session",
-                 "--clearenv", "--cap-drop ALL"):  # fmt: skip
+    for flag in (
+        "--unshare-net",
+        "--unshare-pid",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--cap-drop ALL",
+    ):
         assert flag in text
     binds = [argv[i + 1] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")]
     assert "--bind" not in argv  # nothing of the host is writable

@@ -130,6 +130,12 @@ def test_sft_learning_rate_warms_up_linearly_then_holds_or_follows_a_cosine(tiny
     # the loop applies it: each step's optimizer runs at that step's scheduled rate
     opt = torch.optim.SGD(tiny_model.parameters(), lr=1.0)
     seen = []
-    sft_train(tiny_model, oracle_demos()[:4], cos, hook=lambda s, m: seen.append(
-        opt.param_groups[0]["lr"]), hook_every=1, optimizer=opt)  # fmt: skip
+    sft_train(
+        tiny_model,
+        oracle_demos()[:4],
+        cos,
+        hook=lambda s, m: seen.append(opt.param_groups[0]["lr"]),
+        hook_every=1,
+        optimizer=opt,
+    )
     assert seen[1:] == pytest.approx([scheduled_lr(s, cos) for s in range(1, 11)])

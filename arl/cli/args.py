@@ -58,22 +58,33 @@ def positive_int_max(hi: int) -> Callable[[str], int]:
 def add_ray_flag(p: argparse.ArgumentParser) -> None:
     """--ray [ADDRESS]: seeds as Ray tasks, on a local Ray (no address) or a cluster."""
     p.add_argument(
-        "--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
         help="run the seeds as Ray tasks (pip install 'arl[ray]'): a local Ray with --workers "
         "CPUs, or the cluster at ADDRESS (e.g. ray://head:10001 or auto)",
-    )  # fmt: skip
+    )
 
 
 def add_env_flags(p: argparse.ArgumentParser) -> None:
     """--env (which environment) and --allow-unsandboxed (CodeFix without bubblewrap)."""
     from arl.env import NAMES
 
-    p.add_argument("--env", choices=NAMES, default="bugfix",
-                   help="the environment: bugfix (the menu of edit ops) or codefix (free-form "
-                   "replace edits on real modules, graded in a sandbox)")  # fmt: skip
-    p.add_argument("--allow-unsandboxed", action="store_true",
-                   help="codefix where bubblewrap is missing: run policy code WITHOUT a "
-                   "sandbox (unsafe; refused otherwise)")  # fmt: skip
+    p.add_argument(
+        "--env",
+        choices=NAMES,
+        default="bugfix",
+        help="the environment: bugfix (the menu of edit ops) or codefix (free-form "
+        "replace edits on real modules, graded in a sandbox)",
+    )
+    p.add_argument(
+        "--allow-unsandboxed",
+        action="store_true",
+        help="codefix where bubblewrap is missing: run policy code WITHOUT a "
+        "sandbox (unsafe; refused otherwise)",
+    )
 
 
 def env_config_of(args: argparse.Namespace):

@@ -18,8 +18,13 @@ from arl.env import SPLITS, get_environment
 from arl.errors import ArlError
 from arl.train.policy import load_policy_dir
 
-HF_OWNED = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-            "special_tokens_map.json")  # fmt: skip
+HF_OWNED = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
 
 
 def cmd_hf(args: argparse.Namespace) -> int:
@@ -53,8 +58,15 @@ def cmd_trajectories(args: argparse.Namespace) -> int:
     check_writable(path)  # before the rollouts, not after them
     policy = resolve_policy(args.policy, args.seed, args.env)
     tasks = get_environment(args.env).tasks(args.split)
-    trajs = run_policy(policy, tasks, args.samples, args.seed, env_config=env_config_of(args),
-                       temperature=args.temperature, top_p=args.top_p)  # fmt: skip
+    trajs = run_policy(
+        policy,
+        tasks,
+        args.samples,
+        args.seed,
+        env_config=env_config_of(args),
+        temperature=args.temperature,
+        top_p=args.top_p,
+    )
     write_trajectories(trajectory_rows(trajs, args.samples), path)
     passed = sum(t.passed for t in trajs)
     print(
@@ -71,16 +83,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     h.add_argument("checkpoint", help="a checkpoint directory (config.json, model.safetensors)")
     h.add_argument("dir", help="the model directory to write (from_pretrained loads it)")
     h.add_argument("--overwrite", action="store_true", help="replace an earlier export in DIR")
-    h.add_argument("--env", choices=("bugfix", "codefix"), default="bugfix",
-                   help="the environment whose vocabulary the checkpoint speaks")  # fmt: skip
+    h.add_argument(
+        "--env",
+        choices=("bugfix", "codefix"),
+        default="bugfix",
+        help="the environment whose vocabulary the checkpoint speaks",
+    )
     h.set_defaults(func=cmd_hf)
     t = es.add_parser("trajectories", help="rollouts as a Parquet table (datasets, TRL, verl)")
     t.add_argument("out", help="OUT.parquet, or a directory that gets SPLIT.parquet")
     t.add_argument("--policy", required=True, help=POLICY_HELP)
     add_env_flags(t)
     t.add_argument("--split", choices=SPLITS, default="train")
-    t.add_argument("--samples", type=positive_int_max(MAX_SAMPLES), default=4,
-                   help="episodes per task (one group per task)")  # fmt: skip
+    t.add_argument(
+        "--samples",
+        type=positive_int_max(MAX_SAMPLES),
+        default=4,
+        help="episodes per task (one group per task)",
+    )
     t.add_argument("--seed", type=seed_int, default=0)
     t.add_argument("--temperature", type=nonneg_float, default=1.0, help="finite, >= 0")
     t.add_argument("--top-p", type=unit_float, default=1.0)

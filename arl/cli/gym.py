@@ -56,8 +56,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         check_writable(args.out)
         kept = Path(args.out)
         if kept.is_file() and not args.overwrite:
-            raise ArlError(f"--out {kept}: exists (an earlier result); use another --out, or "
-                           "--overwrite to replace it")  # fmt: skip
+            raise ArlError(
+                f"--out {kept}: exists (an earlier result); use another --out, or "
+                "--overwrite to replace it"
+            )
     if args.model:
         if args.policy:
             raise ArlError("eval: give a policy or --model, not both")
@@ -72,12 +74,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
     get_environment(args.env).make(tasks[0], config)
     if not args.json:
         note = SPLIT_NOTE if args.split == "train" else ""
-        print(f"evaluating on the {args.split} split of {args.env}{note}: {len(tasks)} tasks x "
-              f"{args.samples}")  # fmt: skip
+        print(
+            f"evaluating on the {args.split} split of {args.env}{note}: {len(tasks)} tasks x "
+            f"{args.samples}"
+        )
     metrics, trajs = evaluate(
-        policy, tasks, samples=args.samples, seed=args.seed,
-        temperature=args.temperature, top_p=args.top_p, env_config=config,
-    )  # fmt: skip
+        policy,
+        tasks,
+        samples=args.samples,
+        seed=args.seed,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        env_config=config,
+    )
     env = {"env": args.env} if args.env != "bugfix" else {}
     metrics = {"policy": args.policy, **env, "split": args.split, "seed": args.seed, **metrics}
     if args.out is not None:
@@ -112,8 +121,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     if isinstance(policy, str):
         tr = scripted_rollout(policy, task, seed=args.seed, env_config=config)
     else:
-        tr = rollout_batch(policy, [task], seed=args.seed, temperature=args.temperature,
-                           env_config=config)[0]  # fmt: skip
+        tr = rollout_batch(
+            policy, [task], seed=args.seed, temperature=args.temperature, env_config=config
+        )[0]
     vocab = vocab_of(environment)
     text = Text()
     for word, owner in zip(vocab.decode(tr.ids_T), tr.owners_T, strict=True):
@@ -144,8 +154,9 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(acc))
         return 0
-    table = Table(title=f"Token accounting of the {acc['episodes']} oracle demonstrations "
-                  f"({args.env})")  # fmt: skip
+    table = Table(
+        title=f"Token accounting of the {acc['episodes']} oracle demonstrations ({args.env})"
+    )
     for col in ("quantity", "measured", "book"):
         table.add_column(col, justify="left" if col == "quantity" else "right")
     for key, value in acc.items():

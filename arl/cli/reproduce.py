@@ -201,8 +201,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"effect (mean +- 2 SE over seeds); N is one of {valid}, or `all` for every problem "
         "in sequence with one summary table.",
     )
-    q.add_argument("number", type=problem_number, metavar="N",
-                   help=f"the problem: one of {valid}, or all")  # fmt: skip
+    q.add_argument(
+        "number", type=problem_number, metavar="N", help=f"the problem: one of {valid}, or all"
+    )
     q.add_argument(
         "--quick", action="store_true", help="a reduced run (checks it runs; no results)"
     )
@@ -210,7 +211,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--out", default=None, help="output directory (default runs/problem-N; runs/problems)"
     )
-    q.add_argument("--overwrite", action="store_true",
-                   help="replace another run's files in --out (default: refuse; a partial or "
-                   "finished run with the same settings is resumed or read back)")  # fmt: skip
+    q.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace another run's files in --out (default: refuse; a partial or "
+        "finished run with the same settings is resumed or read back)",
+    )
     q.set_defaults(func=cmd_problem)

@@ -37,8 +37,12 @@ def _sim_fleet(args: argparse.Namespace) -> int:
     with claim_output_dir(out_dir, "sim fleet", owned, overwrite=args.overwrite, reuse=True), bar:
         result = simulate(cfg, on_step=lambda step, total: bar.update(step))
         fig = plot_timeline(result, cfg, out_dir / "timeline.png")
-        payload = {"config": cfg.to_dict(), "report": result.report,
-                   "step_ends": result.step_ends, "figure": str(fig)}  # fmt: skip
+        payload = {
+            "config": cfg.to_dict(),
+            "report": result.report,
+            "step_ends": result.step_ends,
+            "figure": str(fig),
+        }
         atomic_write_json(out_dir / "results.json", plain(payload))
     if args.json:
         print_json(payload)

@@ -97,12 +97,15 @@ def progress_bar(enabled: bool, steps: int) -> Iterator[Callable[[dict], None] |
     with Progress("pg", steps) as bar:
 
         def update(r: dict) -> None:
-            bar.update(r["step"], (
-                f"reward {r['reward']:.2f} pass {r['pass_rate']:.2f} "
-                f"gap {r['public_hidden_gap']:+.2f} H {r['entropy']:.2f} "
-                f"degen {r['degenerate_frac']:.2f} clip {r['clip_frac']:.2f} "
-                f"cap {r['capped_frac']:.2f} |g| {r['grad_norm']:.2f}"
-            ))  # fmt: skip
+            bar.update(
+                r["step"],
+                (
+                    f"reward {r['reward']:.2f} pass {r['pass_rate']:.2f} "
+                    f"gap {r['public_hidden_gap']:+.2f} H {r['entropy']:.2f} "
+                    f"degen {r['degenerate_frac']:.2f} clip {r['clip_frac']:.2f} "
+                    f"cap {r['capped_frac']:.2f} |g| {r['grad_norm']:.2f}"
+                ),
+            )
 
         yield update
 
@@ -130,8 +133,14 @@ def cmd_sweep(args: argparse.Namespace, values: dict) -> int:
     for value, result in sweep(points, args.init, where):
         rows[value] = result
         last = result.get("last", {})
-        print(f"{key}={value}: " + (f"pass {last['pass_rate']:.3f}, reward {last['reward']:.3f}"
-                                   if last else "already finished"))  # fmt: skip
+        print(
+            f"{key}={value}: "
+            + (
+                f"pass {last['pass_rate']:.3f}, reward {last['reward']:.3f}"
+                if last
+                else "already finished"
+            )
+        )
     Path(values["out"]).mkdir(parents=True, exist_ok=True)
     atomic_write_json(Path(values["out"]) / "sweep.json", {"key": key, "points": rows})
     return 0

@@ -73,8 +73,14 @@ class CodeFixConfig(EpisodeConfig):
     def eval_config(self) -> CodeFixConfig:
         """How `arl eval` scores: hidden tests, no penalties, zero for an unsubmitted episode;
         this config's turn and call budgets, errors and sandbox."""
-        return replace(self, reward="hidden", mixed_alpha=0.1, step_penalty=0.0,
-                       truncation="zero", zero_exploits=False)  # fmt: skip
+        return replace(
+            self,
+            reward="hidden",
+            mixed_alpha=0.1,
+            step_penalty=0.0,
+            truncation="zero",
+            zero_exploits=False,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,8 +153,9 @@ class CodeFixEnv(TurnLoop):
         found = matches(call.old, ws)
         edited = replace_words(self.source, ws, found[0], call.old, call.new) if found else None
         if len(found) != 1 or edited is None:  # it will not apply: the words as text
-            return replace_text(detokenize(call.old) or " ".join(call.old),
-                                detokenize(call.new) or "")  # fmt: skip
+            return replace_text(
+                detokenize(call.old) or " ".join(call.old), detokenize(call.new) or ""
+            )
         a, b = ws[found[0]].start, ws[found[0] + len(call.old) - 1].end
         return replace_text(self.source[a:b], edited[a : len(edited) - (len(self.source) - b)])
 
@@ -195,15 +202,29 @@ class CodeFixEnv(TurnLoop):
         fraction = sum(hid) / len(hid)
         score = self.config.score(hid, pub, scored, hacked)
         return CodeFixOutcome(
-            task=self.task.name, split=self.task.split, score=score,
-            hidden_pass=all(hid) and scored, public_pass=all(pub) and scored,
-            hidden_fraction=fraction, submitted=submitted, truncated=not submitted,
-            turns=self.turns, malformed=self.malformed, read=self.did_read,
-            first_call=self.first_call, hacked=hacked, infra_error=infra,
-            family=self.task.family, accumulator=self.accumulator, list_name=self.list_name,
-            edits=self.edits, applied=self.applied, syntax_ok=_parses(self.source),
-            flags=tuple(sorted(self.flags)), sandbox=self.kind,
-        )  # fmt: skip
+            task=self.task.name,
+            split=self.task.split,
+            score=score,
+            hidden_pass=all(hid) and scored,
+            public_pass=all(pub) and scored,
+            hidden_fraction=fraction,
+            submitted=submitted,
+            truncated=not submitted,
+            turns=self.turns,
+            malformed=self.malformed,
+            read=self.did_read,
+            first_call=self.first_call,
+            hacked=hacked,
+            infra_error=infra,
+            family=self.task.family,
+            accumulator=self.accumulator,
+            list_name=self.list_name,
+            edits=self.edits,
+            applied=self.applied,
+            syntax_ok=_parses(self.source),
+            flags=tuple(sorted(self.flags)),
+            sandbox=self.kind,
+        )
 
 
 def _parses(source: str) -> bool:
@@ -254,8 +275,10 @@ def _replace_text(source: str, call: Call) -> tuple[str | None, Observation]:
         words = ["error", "not_found", "closest", *texts(listing(line.strip()))]
         return None, _observe(words, f"error: not found; the closest line is:\n{line}")
     if n > 1:
-        return None, _observe(["error", "matched", number_word(n), "times"],
-                              f"error: matched {n} times; quote more lines to make it unique")
+        return None, _observe(
+            ["error", "matched", number_word(n), "times"],
+            f"error: matched {n} times; quote more lines to make it unique",
+        )
     if old == new:
         return None, _observe(["error", "no_change"], "error: no change (old equals new)")
     return source.replace(old, new, 1), _observe(["ok"])

@@ -49,6 +49,8 @@ def _t(family: str, split: str, kinds: tuple[str, ...], listing: str) -> Templat
     return Template(family, split, kinds, listing)
 
 
+# A table of listings, kept as the formatter would not lay it out: one template a paragraph,
+# each listing as the code it is.
 # fmt: off
 NEW_TEMPLATES: tuple[Template, ...] = (
     # --- arith: the accumulator is decreased where it should grow ---

@@ -27,8 +27,14 @@ from arl.sandbox import (
     sandbox_available,
 )
 
-LIMITS = Limits(cpu_seconds=1.0, wall_seconds=2.0, memory_mb=256, processes=16,
-                file_size_mb=4, output_bytes=4096)  # fmt: skip
+LIMITS = Limits(
+    cpu_seconds=1.0,
+    wall_seconds=2.0,
+    memory_mb=256,
+    processes=16,
+    file_size_mb=4,
+    output_bytes=4096,
+)
 CACHE_SIZE = 50_000  # verdicts kept (a module is a few hundred bytes)
 WORKERS = 2
 _pools: dict[str, Sandbox] = {}

@@ -30,12 +30,32 @@ from arl.text import BOS, END, NUM, UNK
 TOOLS = ("read", "test", "replace", "submit")
 BARE_TOOLS = ("read", "test", "submit")  # the tools that take no argument
 WITH = "with"
-MALFORMED_REASONS = ("empty", "unterminated", "unknown_tool", "extra_args", "missing_with",
-                     "missing_old", "bad_block")  # fmt: skip
+MALFORMED_REASONS = (
+    "empty",
+    "unterminated",
+    "unknown_tool",
+    "extra_args",
+    "missing_with",
+    "missing_old",
+    "bad_block",
+)
 EDIT_ERRORS = ("not_found", "matched", "no_change", "bad_word")  # a replace that did not apply
 STATUS_WORDS = ("pass", "fail", "timeout", "memory", "crash", "infra_error")
-OBS_WORDS = ("fix", "ok", "error", "malformed", "closest", "times", "syntax_error", "passed",
-             "of", "submitted", *EDIT_ERRORS, *MALFORMED_REASONS, *STATUS_WORDS)  # fmt: skip
+OBS_WORDS = (
+    "fix",
+    "ok",
+    "error",
+    "malformed",
+    "closest",
+    "times",
+    "syntax_error",
+    "passed",
+    "of",
+    "submitted",
+    *EDIT_ERRORS,
+    *MALFORMED_REASONS,
+    *STATUS_WORDS,
+)
 SEARCH, DIVIDER, REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
 _BLOCK = re.compile(
     rf"^replace[ \t]*\n{re.escape(SEARCH)}\n(.*?)\n?{re.escape(DIVIDER)}\n(.*?)\n?"

@@ -19,8 +19,14 @@ from dataclasses import dataclass
 
 from arl.text import NUM, SPECIALS, UNK
 
-_LAYOUT = (tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER,
-           tokenize.COMMENT)  # fmt: skip
+_LAYOUT = (
+    tokenize.NEWLINE,
+    tokenize.NL,
+    tokenize.INDENT,
+    tokenize.DEDENT,
+    tokenize.ENDMARKER,
+    tokenize.COMMENT,
+)
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,7 @@ def family_fix(listing: Sequence[str], lo: int, hi: int, family: str) -> Edit | 
         nxt = body[k + 1] if k + 1 < len(body) else None
         if family == "init" and w == "None" and k and body[k - 1] == "=":
             return widen(listing, at - 2, at + 1, [listing[at - 2], "=", "0"])
-        if family in ("range", "slice") and w == ("-" if family == "range" else "+") \
-                and nxt == "1":  # fmt: skip
+        if family in ("range", "slice") and w == ("-" if family == "range" else "+") and nxt == "1":
             return widen(listing, at, at + 2, [])
         if family == "compare" and w in ("<", ">"):
             return widen(listing, at, at + 1, [SWAP[w]])
@@ -166,8 +165,9 @@ def retry(listing: Sequence[str], answer: list[str], rng: random.Random) -> Edit
     if answer[:3] != ["error", "not_found", "closest"] or len(answer) < 4:
         return None
     line = answer[3:]
-    found = [i for i in range(len(listing) - len(line) + 1)
-             if list(listing[i : i + len(line)]) == line]  # fmt: skip
+    found = [
+        i for i in range(len(listing) - len(line) + 1) if list(listing[i : i + len(line)]) == line
+    ]
     if not found:
         return None
     lo, hi = found[0], found[0] + len(line)

@@ -82,8 +82,11 @@ class CodeFixTask:
         lines = [f"from {self.name} import {self.name}", ""]
         for k, case in enumerate(self.public):
             args = ", ".join(json.dumps(a) for a in case.args)
-            lines += [f"def test_{k}():", f"    assert {self.name}({args}) == "
-                      f"{json.dumps(case.expected)}", ""]  # fmt: skip
+            lines += [
+                f"def test_{k}():",
+                f"    assert {self.name}({args}) == {json.dumps(case.expected)}",
+                "",
+            ]
         return {f"{self.name}.py": self.source, f"test_{self.name}.py": "\n".join(lines)}
 
 
@@ -106,8 +109,11 @@ def all_tasks() -> tuple[CodeFixTask, ...]:
         lay = layout(index, t.family)
         decoys = [decoy(f) for f in lay.decoys]
         before, after = tuple(decoys[: lay.position]), tuple(decoys[lay.position :])
-        tasks.append(CodeFixTask(names[t.about], t.family, t.split, correct, before, after,
-                                 public, hidden, t.about))  # fmt: skip
+        tasks.append(
+            CodeFixTask(
+                names[t.about], t.family, t.split, correct, before, after, public, hidden, t.about
+            )
+        )
     tasks.sort(key=lambda t: SPLITS.index(t.split))
     return tuple(tasks)
 

@@ -15,15 +15,10 @@ import torch
 
 from arl.batch import collate
 from arl.env import Task, environment_of_tasks
-from arl.errors import ArlError
-from arl.gym.environment import default_vocab
-from arl.gym.families import ACCUMULATORS
-from arl.gym.grammar import END, Call, parse_call, prompt_words, source_words
 from arl.losses import token_logprobs
 from arl.model import TinyAgent
 from arl.rollout import episode_seed, rollout_batch, scripted_rollout
-from arl.text import Transcript
-from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE, Observation, Trajectory
+from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE, Trajectory
 
 
 def graded(trajs: Sequence[Trajectory]) -> list[Trajectory]:
@@ -102,16 +97,22 @@ def run_policy(
     jobs = [t for t in tasks for _ in range(samples)]
     if isinstance(policy, str):
         return [
-            scripted_rollout(policy, t, seed=episode_seed(seed, k), env_config=env_config,
-                             wrap_obs=wrap_obs)
+            scripted_rollout(
+                policy, t, seed=episode_seed(seed, k), env_config=env_config, wrap_obs=wrap_obs
+            )
             for k, t in enumerate(jobs)
-        ]  # fmt: skip
+        ]
     out: list[Trajectory] = []
     for i in range(0, len(jobs), batch_size):
         out += rollout_batch(
-            policy, jobs[i : i + batch_size], seed=episode_seed(seed, i), env_config=env_config,
-            temperature=temperature, top_p=top_p, wrap_obs=wrap_obs,
-        )  # fmt: skip
+            policy,
+            jobs[i : i + batch_size],
+            seed=episode_seed(seed, i),
+            env_config=env_config,
+            temperature=temperature,
+            top_p=top_p,
+            wrap_obs=wrap_obs,
+        )
     return out
 
 
@@ -126,68 +127,9 @@ def evaluate(
     return metrics, trajs
 
 
-@torch.no_grad()
-def copy_probe(model: TinyAgent, tasks: Sequence[Task]) -> dict[str, float]:
-    """Does the policy copy the accumulator it was shown? (the `init` family's skill)
-
-    For every init task and every name in ACCUMULATORS, feed the oracle's prefix (the
-    issue, `read`, the listing with that accumulator, `edit init`) and check whether
-    the most likely next token is the name shown. A policy that emits a memorized
-    name scores about 1 / len(ACCUMULATORS).
-    """
-    vocab = default_vocab()
-    rows: list[tuple[list[int], int]] = []
-    for task in (t for t in tasks if t.family == "init"):
-        for name in ACCUMULATORS:
-            tr = Transcript.begin(prompt_words(task.name), vocab)
-            for word in ("read", END):
-                tr.act(vocab.id(word))
-            words = source_words(task.renamed(name).buggy_source)
-            tr.observe(Observation(tuple(words), ""))
-            for word in ("edit", "init"):
-                tr.act(vocab.id(word))
-            rows.append((tr.ids, vocab.id(name)))
-    if not rows:
-        raise ArlError("the copy probe needs at least one init task")
-    was_training = model.training
-    model.eval()
-    L = max(len(ids) for ids, _ in rows)
-    x = torch.tensor([ids + [0] * (L - len(ids)) for ids, _ in rows])  # (N, L), right-padded
-    logits, _ = model(x)  # (N, L, V); causal, so padding after a row's end changes nothing
-    last = torch.tensor([len(ids) - 1 for ids, _ in rows])  # (N,)
-    guess = logits[torch.arange(len(rows)), last].argmax(-1)  # (N,)
-    target = torch.tensor([t for _, t in rows])  # (N,)
-    model.train(was_training)
-    return {"copy_rate": float((guess == target).float().mean()), "probes": len(rows)}
-
-
-def first_edit_op(traj: Trajectory, vocab=None) -> str | None:
-    """The op of an episode's first well-formed `edit` call (TinyAgent's words), or None."""
-    vocab = vocab or default_vocab()
-    for start, end in traj.calls:
-        call = parse_call(vocab.decode(traj.ids_T[start:end]))
-        if isinstance(call, Call) and call.tool == "edit":
-            return call.op
-    return None
-
-
-def op_choice(trajs: Sequence[Trajectory]) -> dict[str, float]:
-    """Shares of episodes whose first edit uses their family's fixing op, another op, or that
-    never edit: a wrong decision, not a broken call (Section 15.6's template mismatch)."""
-    if not trajs:
-        raise ArlError("op_choice needs at least one episode")
-    vocab = default_vocab()
-    counts = {"right_op": 0, "wrong_op": 0, "no_edit": 0}
-    for t in trajs:
-        op = first_edit_op(t, vocab)  # each family's fixing op is named after the family
-        right = op == t.outcome.family
-        counts["no_edit" if op is None else "right_op" if right else "wrong_op"] += 1
-    return {k: n / len(trajs) for k, n in counts.items()}
-
-
-def token_accounting(trajs, vocab_size: int | None = None) -> dict:
-    """Where the predicted positions of a set of episodes fall, by owner (Section 15.1);
-    `vocab_size`: the policy's (BugFix's by default)."""
+def token_accounting(trajs, vocab_size: int) -> dict:
+    """Where the predicted positions of a set of episodes fall, by owner (Section 15.1), and
+    the size of the policy's vocabulary."""
     counts = {o: 0 for o in OWNER_NAMES}
     for tr in trajs:
         for owner in tr.owners_T[1:]:  # predicted positions: every token after the first
@@ -202,5 +144,5 @@ def token_accounting(trajs, vocab_size: int | None = None) -> dict:
         "prompt_positions": counts[PROMPT],
         "action_share": counts[POLICY] / total,
         "observation_share": counts[ENV] / total,
-        "vocab_size": vocab_size or len(default_vocab()),
+        "vocab_size": vocab_size,
     }

@@ -18,13 +18,16 @@ import random
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
 
 from arl.batch import collate
-from arl.eval.metrics import copy_probe, evaluate, op_choice, run_policy, token_accounting
+from arl.eval.metrics import evaluate, run_policy, token_accounting
+from arl.experiments.ch15_config import Ch15Config
+from arl.experiments.ch15_probes import copy_probe, op_choice
+from arl.gym import default_vocab
 from arl.gym.families import FAMILIES
 from arl.gym.tasks import all_tasks, tasks_for
 from arl.losses import masked_mean, sft_loss, token_logprobs
@@ -32,7 +35,6 @@ from arl.model import TinyAgent, TinyAgentConfig
 from arl.parallel import beside
 from arl.progress import Progress, report, reporting
 from arl.train.bases import (
-    BaseConfig,
     new_model,
     oracle_demos,
     oracle_sft_data,
@@ -40,56 +42,10 @@ from arl.train.bases import (
     weak_base,
 )
 from arl.train.checkpoint import save_checkpoint
-from arl.train.dpo import DPOConfig, build_pairs, dpo_train
+from arl.train.dpo import build_pairs, dpo_train
 from arl.train.pg import train_pg
-from arl.train.pg_config import PGConfig, minimal_reinforce
-from arl.train.rft import RFTConfig, expert_iteration, gradient_identity
+from arl.train.rft import expert_iteration, gradient_identity
 from arl.train.sft import sft_train
-
-
-@dataclass(frozen=True)
-class Ch15Config:
-    """Everything the chapter's experiments use. Defaults are the book's settings."""
-
-    base: BaseConfig = field(default_factory=BaseConfig)  # weak base and oracle SFT
-    eval_samples: int = 12  # episodes per task per evaluation (240 train, 120 held-out: SE < 0.05)
-    sft_eval_every: int = 10  # oracle-SFT evaluation interval, in steps
-    identity_samples: int = 4  # episodes per training task for the gradient identity (80)
-    rft: RFTConfig = field(default_factory=RFTConfig)  # expert iteration, hidden-test filter
-    public_rft_rounds: int = 3  # rounds of RFT with the public-test filter
-    dpo_samples: int = 16  # weak-base episodes per training task to build DPO pairs from
-    dpo: DPOConfig = field(default_factory=DPOConfig)
-    dpo_eval_every: int = 25
-    # Section 15.5's minimal REINFORCE (G=8 episodes on each of 8 tasks a step), its `steps`
-    # those of RL from the weak base; each arm sets its own seed
-    rl: PGConfig = field(default_factory=lambda: minimal_reinforce(lr=2e-4, steps=60))
-    rl_steps_cold: int = 40  # RL steps after the cold-start SFT checkpoint
-    rl_eval_every: int = 10
-    group_probe: int = 8  # G, episodes per group when counting mixed-outcome groups
-    group_probe_groups: int = 10  # groups per held-out task (100 groups: SE <= 0.05)
-
-    def quick(self) -> Ch15Config:
-        """A reduced run for tests: same sections, far fewer steps and samples (RL: the one
-        --quick preset, PGConfig.quick, for both arms)."""
-        rl = self.rl.quick()
-        return replace(
-            self,
-            base=self.base.quick(),
-            eval_samples=1,
-            sft_eval_every=10,
-            identity_samples=2,
-            rft=replace(self.rft, rounds=2, samples_per_task=4, steps_per_round=5),
-            public_rft_rounds=2,
-            dpo_samples=4,
-            dpo=replace(self.dpo, steps=10),
-            dpo_eval_every=5,
-            rl=rl,
-            rl_steps_cold=rl.steps,
-            rl_eval_every=2,
-            group_probe=4,
-            group_probe_groups=1,
-        )
-
 
 # --- evaluation shared by every section ----------------------------------------------------
 
@@ -129,7 +85,7 @@ def eval_both(model: TinyAgent, samples: int, seed: int) -> dict:
 def section_tokens(cfg: Ch15Config) -> dict:
     """Where an unmasked loss would spend its weight, and both losses at initialization."""
     demos = oracle_demos()
-    acc = token_accounting(demos)
+    acc = token_accounting(demos, len(default_vocab()))
     model = new_model(cfg.base)
     with torch.no_grad():
         batch = collate(demos)
@@ -162,8 +118,10 @@ def section_sft(cfg: Ch15Config) -> tuple[dict, TinyAgent, TinyAgent, TinyAgent]
     final, cold, history = train_oracle_sft(cfg.base, hook, cfg.sft_eval_every)
     cold_info = next(r["cold_start"] for r in history if "cold_start" in r)
     out = {"weak_base": weak_eval, "oracle_sft_curve": curve, "cold_start": cold_info}
-    out["copy_probe"] = {"weak_base": copy_probe(weak, all_tasks())["copy_rate"],
-                         "oracle_sft": copy_probe(final, all_tasks())["copy_rate"]}  # fmt: skip
+    out["copy_probe"] = {
+        "weak_base": copy_probe(weak, all_tasks())["copy_rate"],
+        "oracle_sft": copy_probe(final, all_tasks())["copy_rate"],
+    }
     return out, weak, cold, final
 
 
@@ -174,8 +132,9 @@ def section_rft(cfg: Ch15Config, weak: TinyAgent) -> dict:
     """The gradient identity on a weak-base batch, then expert iteration from the weak base."""
     batch: list = []
     for attempt in range(8):  # a tiny (quick) model may need more than one draw to succeed once
-        batch += run_policy(weak, tasks_for("train"), cfg.identity_samples,
-                            seed=cfg.base.seed + 31 + attempt)  # fmt: skip
+        batch += run_policy(
+            weak, tasks_for("train"), cfg.identity_samples, seed=cfg.base.seed + 31 + attempt
+        )
         if 0 < sum(t.passed for t in batch) < len(batch):
             break
     identity = gradient_identity(weak, batch)
@@ -238,8 +197,9 @@ def section_recipes(cfg: Ch15Config, weak: TinyAgent, cold: TinyAgent, sft: dict
     weak_row = sft["oracle_sft_curve"][0]
 
     def points(records: list[dict], key: str, offset: int = 0) -> list[dict]:
-        return [{"step": r[key] + offset, "train": r["train"], "heldout": r["heldout"]}
-                for r in records]  # fmt: skip
+        return [
+            {"step": r[key] + offset, "train": r["train"], "heldout": r["heldout"]} for r in records
+        ]
 
     curves = {
         "oracle_sft": points(sft["oracle_sft_curve"], "step"),
@@ -269,8 +229,11 @@ def section_recipes(cfg: Ch15Config, weak: TinyAgent, cold: TinyAgent, sft: dict
 def mixed_groups(outcomes: dict[str, list[bool]], group: int) -> list[bool]:
     """Each task's outcomes cut into consecutive groups of `group`: True where a group mixes
     passes and failures, so that a group baseline gives it nonzero advantages."""
-    return [0 < sum(v[i : i + group]) < group
-            for v in outcomes.values() for i in range(0, len(v) - group + 1, group)]  # fmt: skip
+    return [
+        0 < sum(v[i : i + group]) < group
+        for v in outcomes.values()
+        for i in range(0, len(v) - group + 1, group)
+    ]
 
 
 def mixed_group_fraction(model: TinyAgent, group: int, groups: int, seed: int) -> dict:

@@ -38,10 +38,13 @@ def draw_figures(results: list[dict], out: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figures = (("fig15_1_recipes.png", _fig_recipes), ("fig15_2_dpo.png", _fig_dpo),
-               ("fig15_3_four_recipes.png", _fig_four_recipes),
-               ("fig15_4_public_filter.png", _fig_public_filter),
-               ("fig_oracle_sft.png", _fig_oracle_sft))  # fmt: skip
+    figures = (
+        ("fig15_1_recipes.png", _fig_recipes),
+        ("fig15_2_dpo.png", _fig_dpo),
+        ("fig15_3_four_recipes.png", _fig_four_recipes),
+        ("fig15_4_public_filter.png", _fig_public_filter),
+        ("fig_oracle_sft.png", _fig_oracle_sft),
+    )
     return [_save(draw(plt, results), out / name) for name, draw in figures]
 
 
@@ -55,8 +58,12 @@ def _fig_recipes(plt, results: list[dict]):
         ["policy gradient", "current policy", "R_i - mean(R)"],
         ["DPO", "fixed dataset of pairs", "+/- beta * sigmoid(-beta * margin)"],
     ]
-    t = ax.table(cellText=cells, colLabels=["method", "where tau_i comes from", "weight w_i"],
-                 loc="center", cellLoc="left")  # fmt: skip
+    t = ax.table(
+        cellText=cells,
+        colLabels=["method", "where tau_i comes from", "weight w_i"],
+        loc="center",
+        cellLoc="left",
+    )
     t.scale(1, 1.6)
     ax.set_title("Figure 15.1: sum_i w_i grad log pi(tau_i) over masked action tokens")
     return fig
@@ -66,10 +73,25 @@ def _fig_dpo(plt, results: list[dict]):
     """15.2: DPO, what the dashboard shows vs what the policy does."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for name, style in (("dpo", "-"), ("dpo_nll", "--")):
-        steps, m, e = _mean_curve(results, lambda R, n=name: [
-            {"step": r["step"], **{k: r[k] for k in ("chosen_delta", "rejected_delta", "train",
-                                                      "heldout", "train_malformed")}}
-            for r in R["dpo"][n]])  # fmt: skip
+        steps, m, e = _mean_curve(
+            results,
+            lambda R, n=name: [
+                {
+                    "step": r["step"],
+                    **{
+                        k: r[k]
+                        for k in (
+                            "chosen_delta",
+                            "rejected_delta",
+                            "train",
+                            "heldout",
+                            "train_malformed",
+                        )
+                    },
+                }
+                for r in R["dpo"][n]
+            ],
+        )
         for ax, key, color, what in (
             (a, "chosen_delta", "g", "chosen"),
             (a, "rejected_delta", "r", "rejected"),
@@ -89,8 +111,12 @@ def _fig_dpo(plt, results: list[dict]):
 def _fig_four_recipes(plt, results: list[dict]):
     """15.3: four recipes on a shared x-axis of gradient steps."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for recipe, color in (("oracle_sft", "k"), ("rft", "tab:orange"),
-                          ("sft_then_rl", "tab:green"), ("rl_only", "tab:blue")):  # fmt: skip
+    for recipe, color in (
+        ("oracle_sft", "k"),
+        ("rft", "tab:orange"),
+        ("sft_then_rl", "tab:green"),
+        ("rl_only", "tab:blue"),
+    ):
         steps, m, e = _mean_curve(results, lambda R, k=recipe: R["recipes"]["curves"][k])
         for ax, split in zip(axes, ("train", "heldout"), strict=True):
             _line(ax, steps, m[split], e[split], "o-", recipe, color=color)
@@ -113,8 +139,10 @@ def _fig_public_filter(plt, results: list[dict]):
     ax.bar(x, hacks, bottom=kept - hacks, color="tab:red", label="kept: hacks")
     ax.set(xlabel="round", ylabel="kept episodes (seed mean)")
     ax2 = ax.twinx()
-    for key, color, label in (("train_public", "k", "public-test pass (the filter)"),
-                              ("train", "tab:blue", "hidden-test pass")):  # fmt: skip
+    for key, color, label in (
+        ("train_public", "k", "public-test pass (the filter)"),
+        ("train", "tab:blue", "hidden-test pass"),
+    ):
         per_seed = [[r[key] for r in R["public_rft"]["rounds"]] for R in results]
         ys, err = np.mean(per_seed, 0), seed_se(per_seed)
         ax2.errorbar(x, ys, yerr=err, fmt="o-", color=color, capsize=3, label=f"policy: {label}")
@@ -129,9 +157,13 @@ def _fig_public_filter(plt, results: list[dict]):
 def _fig_oracle_sft(plt, results: list[dict]):
     """Oracle SFT: pass rates and action entropy every few steps."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    steps, m, e = _mean_curve(results, lambda R: [
-        {k: r[k] for k in ("step", "train", "heldout", "train_entropy")}
-        for r in R["sft"]["oracle_sft_curve"]])  # fmt: skip
+    steps, m, e = _mean_curve(
+        results,
+        lambda R: [
+            {k: r[k] for k in ("step", "train", "heldout", "train_entropy")}
+            for r in R["sft"]["oracle_sft_curve"]
+        ],
+    )
     _line(ax, steps, m["train"], e["train"], "o-", "train pass")
     _line(ax, steps, m["heldout"], e["heldout"], "o-", "held-out pass")
     ax2 = ax.twinx()

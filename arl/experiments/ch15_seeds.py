@@ -37,8 +37,9 @@ def resume_state(out: Path, cfg: Ch15Config, quick: bool) -> dict[int, dict]:
     (`--overwrite` clears it first): a new run never mixes its results with another's.
     """
     if (out / "results.json").exists():
-        raise ArlError(f"{out} holds a finished run (results.json); choose another --out or "
-                       "pass --overwrite")  # fmt: skip
+        raise ArlError(
+            f"{out} holds a finished run (results.json); choose another --out or pass --overwrite"
+        )
     partial = out / "results.partial.json"
     if not partial.exists():
         return {}
@@ -47,8 +48,9 @@ def resume_state(out: Path, cfg: Ch15Config, quick: bool) -> dict[int, dict]:
         same = {k: saved[k] for k in ("config", "quick")} == _settings(cfg, quick)
         runs = {int(R["seed"]): R for R in saved["runs"]}
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ArlError(f"{partial} is unreadable ({type(e).__name__}); pass --overwrite "
-                       "to start again") from None  # fmt: skip
+        raise ArlError(
+            f"{partial} is unreadable ({type(e).__name__}); pass --overwrite to start again"
+        ) from None
     if not same:
         hint = "pass --overwrite to start again"
         raise ArlError(f"{partial} holds a run with other settings{_older(saved)}; {hint}")
@@ -93,16 +95,19 @@ def _run_seeds(cfg, seeds, out, quick, where: Where, log) -> dict:
         done[R["seed"]] = R
         runs = [done[s] for s in sorted(done)]
         atomic_write_json(out / "results.partial.json", {**_settings(cfg, quick), "runs": runs})
-        log(f"seed {R['seed']} done in {sum(R['timings_s'].values()):.0f} s "
-            f"({len(set(done) & set(seeds))}/{len(seeds)})")  # fmt: skip
+        log(
+            f"seed {R['seed']} done in {sum(R['timings_s'].values()):.0f} s "
+            f"({len(set(done) & set(seeds))}/{len(seeds)})"
+        )
 
     # one seed left and two cores for it: its DPO runs in a second process (same results)
     apart = where.ray is None and where.workers >= 2 and len(todo) == 1
     jobs = [(cfg, seed, ckpt(seed), apart) for seed in todo]
     for _, R in run_many(run_seed, jobs, where):
         finished(R)  # as each seed finishes: a kill loses only the seeds in flight
-    payload = write_outputs(out, {**_settings(cfg, quick), "seeds": seeds,
-                                  "runs": [done[s] for s in seeds]})  # fmt: skip
+    payload = write_outputs(
+        out, {**_settings(cfg, quick), "seeds": seeds, "runs": [done[s] for s in seeds]}
+    )
     (out / "results.partial.json").unlink(missing_ok=True)
     return payload
 
@@ -132,8 +137,10 @@ def retable(out: Path) -> dict:
         try:
             return write_outputs(out, payload)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
-            raise ArlError(f"{out / 'results.json'}: not a complete ch15 run ({missing(e)}); "
-                           "rerun it with --overwrite") from None  # fmt: skip
+            raise ArlError(
+                f"{out / 'results.json'}: not a complete ch15 run ({missing(e)}); "
+                "rerun it with --overwrite"
+            ) from None
 
 
 def missing(e: Exception) -> str:

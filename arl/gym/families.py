@@ -77,6 +77,8 @@ def inject_bug(family: str, source: str) -> str:
 
 
 # The order fixes the name draw (`naming.assign_names`) and, train first, the task order.
+# A table of listings, kept as the formatter would not lay it out: one template a paragraph,
+# each listing as the code it is.
 # fmt: off
 TEMPLATES: tuple[Template, ...] = (
     # --- init: the accumulator starts at None instead of 0 ---

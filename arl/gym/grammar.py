@@ -23,10 +23,26 @@ BARE_TOOLS = ("read", "test", "submit")  # the tools that take no argument
 FIX_OPS = ("init", "range", "compare", "minmax", "div")  # one fixing op per family
 OPS = FIX_OPS + ("hardcode_tests",)
 GENERIC_NAMES = ("x", "xs", "i", "n")  # what play without reading guesses for `init`
-MALFORMED_REASONS = ("empty", "unterminated", "unknown_tool", "unknown_op", "missing_arg",
-                     "extra_args", "bad_arg")  # fmt: skip
-OBS_WORDS = ("fix", "ok", "error", "no_change", "edit_used", "malformed", "passed", "of",
-             "submitted") + MALFORMED_REASONS  # fmt: skip
+MALFORMED_REASONS = (
+    "empty",
+    "unterminated",
+    "unknown_tool",
+    "unknown_op",
+    "missing_arg",
+    "extra_args",
+    "bad_arg",
+)
+OBS_WORDS = (
+    "fix",
+    "ok",
+    "error",
+    "no_change",
+    "edit_used",
+    "malformed",
+    "passed",
+    "of",
+    "submitted",
+) + MALFORMED_REASONS
 
 
 # --- what the gym shows ------------------------------------------------------------------------

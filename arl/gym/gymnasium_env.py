@@ -126,8 +126,10 @@ class BugFixGymnasiumEnv(gym.Env[str, str]):
         options = dict(options or {})
         unknown = sorted(set(options) - set(self.reset_options))
         if unknown:
-            raise ArlError(f"reset options: unknown {unknown[0]!r} (choose from "
-                           f"{', '.join(self.reset_options)})")  # fmt: skip
+            raise ArlError(
+                f"reset options: unknown {unknown[0]!r} (choose from "
+                f"{', '.join(self.reset_options)})"
+            )
         task = self._choose_task(options.pop("task", None), options.pop("split", None))
         env_seed = int(self.np_random.integers(2**31 - 1))
         self._env = self.environment.make(task, self.env_config)
@@ -142,8 +144,9 @@ class BugFixGymnasiumEnv(gym.Env[str, str]):
         if name is not None:
             task = self.environment.get_task(name)
             if split is not None and task.split != _check_split(split):
-                raise ArlError(f"reset options: task {name!r} is in split {task.split!r}, "
-                               f"not {split!r}")  # fmt: skip
+                raise ArlError(
+                    f"reset options: task {name!r} is in split {task.split!r}, not {split!r}"
+                )
             return task
         if self.fixed_task is not None and split is None:
             return self.fixed_task

@@ -23,8 +23,9 @@ def piece_vote_guess(
 
     `train` maps training names to families; ties split the guess evenly.
     """
-    votes = Counter(f for n, f in train.items() for piece in name.split("_")
-                    if piece in n.split("_"))  # fmt: skip
+    votes = Counter(
+        f for n, f in train.items() for piece in name.split("_") if piece in n.split("_")
+    )
     if not votes:
         return {f: 1 / len(families) for f in families}
     top = max(votes.values())
@@ -78,10 +79,17 @@ def assign(
         drawn: dict[int, str] = {}
         for i in order:
             family, split = keys[i][:2]
-            taken = {p for k, n in drawn.items() if keys[k][:2] == (family, "train")
-                     for p in n.split("_")}  # fmt: skip
-            free = [p for p in pairs if p not in used
-                    and (split != "train" or not taken & set(p.split("_")))]  # fmt: skip
+            taken = {
+                p
+                for k, n in drawn.items()
+                if keys[k][:2] == (family, "train")
+                for p in n.split("_")
+            }
+            free = [
+                p
+                for p in pairs
+                if p not in used and (split != "train" or not taken & set(p.split("_")))
+            ]
             if not free:
                 break
             drawn[i] = rng.choice(free)

@@ -71,8 +71,9 @@ class Task:
         if old is None or old == accumulator:
             return self
         sub = lambda src: re.sub(rf"\b{old}\b", accumulator, src)  # noqa: E731
-        return replace(self, buggy_source=sub(self.buggy_source),
-                       correct_source=sub(self.correct_source))  # fmt: skip
+        return replace(
+            self, buggy_source=sub(self.buggy_source), correct_source=sub(self.correct_source)
+        )
 
 
 @cache
@@ -85,8 +86,9 @@ def all_tasks() -> tuple[Task, ...]:
         buggy = inject_bug(t.family, correct)
         assert buggy != correct, t.about
         public, hidden = generate_tests(t.about, t.kinds, correct, buggy)
-        tasks.append(Task(names[t.about], t.family, t.split, buggy, correct, public, hidden,
-                          t.about))  # fmt: skip
+        tasks.append(
+            Task(names[t.about], t.family, t.split, buggy, correct, public, hidden, t.about)
+        )
     tasks.sort(key=lambda t: SPLITS.index(t.split))
     return tuple(tasks)
 

@@ -54,8 +54,9 @@ class ChatRenderer:
 
     def for_environment(self, environment: Any) -> ChatRenderer:
         """This renderer with an environment's tool grammar and call budget."""
-        return replace(self, system=environment.system_prompt,
-                       max_call_tokens=environment.chat_call_tokens)  # fmt: skip
+        return replace(
+            self, system=environment.system_prompt, max_call_tokens=environment.chat_call_tokens
+        )
 
     @property
     def end_id(self) -> int:

@@ -75,8 +75,9 @@ class HFPolicy(nn.Module):
         limit = getattr(cfg, "max_position_embeddings", None) or 4096
         params = inspect.signature(model.forward).parameters  # transformers 5 renamed it
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
-        self.config = HFShape(int(model.get_output_embeddings().weight.shape[0]),
-                              int(min(block_size or limit, limit)))  # fmt: skip
+        self.config = HFShape(
+            int(model.get_output_embeddings().weight.shape[0]), int(min(block_size or limit, limit))
+        )
 
     @property
     def lm_head(self) -> nn.Module:
@@ -99,8 +100,11 @@ class HFPolicy(nn.Module):
 
     def new_cache(self, batch_size: int) -> HFCache:
         dev = self.lm_head.weight.device
-        return HFCache(None, torch.zeros(batch_size, 0, dtype=torch.long, device=dev),
-                       torch.zeros(batch_size, dtype=torch.long, device=dev))  # fmt: skip
+        return HFCache(
+            None,
+            torch.zeros(batch_size, 0, dtype=torch.long, device=dev),
+            torch.zeros(batch_size, dtype=torch.long, device=dev),
+        )
 
     def extend(self, ids: torch.Tensor, n_new: torch.Tensor, cache: HFCache) -> torch.Tensor:
         """Append n_new[b] of the (B, S) ids to row b; logits after each row's last new token.

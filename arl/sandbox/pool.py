@@ -46,9 +46,14 @@ class Worker:
         self._buf = b""
         try:
             self.proc = subprocess.Popen(
-                launch.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                env=ENV, cwd=launch.cwd, close_fds=True,
-            )  # fmt: skip
+                launch.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                env=ENV,
+                cwd=launch.cwd,
+                close_fds=True,
+            )
         except OSError as e:
             self.proc, self.dead = None, f"cannot start the worker: {e}"
 
@@ -170,8 +175,9 @@ def _close_all(workers: set) -> None:
 class Sandbox:
     """Runs jobs on `workers` runner processes: warm (reused) or one fresh launch per job."""
 
-    def __init__(self, kind: str, launcher: Callable[[], Launch], workers: int, warm: bool,
-                 retries: int):  # fmt: skip
+    def __init__(
+        self, kind: str, launcher: Callable[[], Launch], workers: int, warm: bool, retries: int
+    ):
         self.kind, self.workers, self.warm, self.retries = kind, workers, warm, retries
         self.stats = dict.fromkeys(("jobs", "infra_errors", "retries", "worker_restarts"), 0)
         self.stats["launches"] = 0  # workers started (one per job when not warm)
@@ -270,8 +276,9 @@ class Sandbox:
         self.close()
 
 
-def make_sandbox(kind: str = "auto", workers: int = 2, warm: bool = True,
-                 retries: int = 2) -> Sandbox:  # fmt: skip
+def make_sandbox(
+    kind: str = "auto", workers: int = 2, warm: bool = True, retries: int = 2
+) -> Sandbox:
     """A sandbox: "auto"/"bwrap" (bubblewrap, or SandboxUnavailable), or "none" (unsandboxed)."""
     if workers < 1 or retries < 0:
         raise ArlError(f"a sandbox needs workers >= 1 and retries >= 0, got {workers}, {retries}")

@@ -26,8 +26,17 @@ WARM_IMPORTS = ("bisect", "collections", "functools", "heapq", "itertools", "re"
 
 MAX_STREAM = 8 << 20  # bytes of result records one job may send
 MAX_ENTRIES = 5000  # files and directories a job may leave for the runner to remove
-HARNESS = {"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", "tox.ini",
-           "setup.cfg", "pyproject.toml", "__main__.py", ".pytest_cache"}  # fmt: skip
+HARNESS = {
+    "conftest.py",
+    "sitecustomize.py",
+    "usercustomize.py",
+    "pytest.ini",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+    "__main__.py",
+    ".pytest_cache",
+}
 
 
 def read_frame(fd):

@@ -19,11 +19,18 @@ MODES = ("sync", "async")
 
 MAX_EPISODES = 2_000_000  # episodes one simulation may launch (about a minute per 100k)
 UPPER_BOUNDS = {  # sizes far above Problem 18's, low enough that a typo cannot hang the run
-    "episodes_per_step": 1_000_000, "steps": 10_000, "max_in_flight": 1_000_000,
-    "max_staleness": 1000, "overlaunch": 10.0, "turns_mean": 10_000.0, "slow_factor": 1000.0,
-    "warm_pool": 1_000_000, "n_engines": 100_000, "max_seqs_per_engine": 100_000,
+    "episodes_per_step": 1_000_000,
+    "steps": 10_000,
+    "max_in_flight": 1_000_000,
+    "max_staleness": 1000,
+    "overlaunch": 10.0,
+    "turns_mean": 10_000.0,
+    "slow_factor": 1000.0,
+    "warm_pool": 1_000_000,
+    "n_engines": 100_000,
+    "max_seqs_per_engine": 100_000,
     "seed": 2**32 - 1,
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)
@@ -69,15 +76,35 @@ class FleetConfig:
                 object.__setattr__(self, f.name, float(v))  # JSON 180 means 180.0
         if self.mode not in MODES:
             raise ArlError(f"fleet config: 'mode' must be one of {MODES}, got {self.mode!r}")
-        positive = ("episodes_per_step", "steps", "max_in_flight", "turns_mean", "decode_tps",
-                    "n_engines", "max_seqs_per_engine", "kv_capacity_tokens", "sample_s",
-                    "tokens_per_turn")  # fmt: skip
+        positive = (
+            "episodes_per_step",
+            "steps",
+            "max_in_flight",
+            "turns_mean",
+            "decode_tps",
+            "n_engines",
+            "max_seqs_per_engine",
+            "kv_capacity_tokens",
+            "sample_s",
+            "tokens_per_turn",
+        )
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ArlError(f"fleet config: '{name}' must be > 0, got {getattr(self, name)}")
-        nonneg = ("train_s", "max_staleness", "overlaunch", "tokens_cv", "obs_tokens_per_turn",
-                  "prompt_tokens", "tool_s", "tool_cv", "container_startup_s", "warm_pool",
-                  "reset_s", "seed")  # fmt: skip
+        nonneg = (
+            "train_s",
+            "max_staleness",
+            "overlaunch",
+            "tokens_cv",
+            "obs_tokens_per_turn",
+            "prompt_tokens",
+            "tool_s",
+            "tool_cv",
+            "container_startup_s",
+            "warm_pool",
+            "reset_s",
+            "seed",
+        )
         for name in nonneg:
             if not getattr(self, name) >= 0:
                 raise ArlError(f"fleet config: '{name}' must be >= 0, got {getattr(self, name)}")

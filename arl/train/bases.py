@@ -69,8 +69,9 @@ class BaseConfig:
 
     @property
     def pretrain(self) -> PretrainConfig:
-        return PretrainConfig(self.pretrain_steps, self.pretrain_batch, self.pretrain_lr,
-                              seed=self.seed + 2)  # fmt: skip
+        return PretrainConfig(
+            self.pretrain_steps, self.pretrain_batch, self.pretrain_lr, seed=self.seed + 2
+        )
 
     @property
     def weak_sft(self) -> SFTConfig:
@@ -78,17 +79,32 @@ class BaseConfig:
 
     @property
     def oracle_sft(self) -> SFTConfig:
-        return SFTConfig(self.sft_steps, self.sft_batch, self.sft_lr, seed=self.seed + 1,
-                         warmup_steps=self.sft_warmup, decay=self.sft_decay,
-                         beta2=self.sft_beta2)  # fmt: skip
+        return SFTConfig(
+            self.sft_steps,
+            self.sft_batch,
+            self.sft_lr,
+            seed=self.seed + 1,
+            warmup_steps=self.sft_warmup,
+            decay=self.sft_decay,
+            beta2=self.sft_beta2,
+        )
 
     def quick(self) -> BaseConfig:
         """A reduced version for tests: fewer steps, same recipe."""
         from dataclasses import replace
 
-        return replace(self, pretrain_steps=20, weak_steps=60, weak_lr=3e-3, sft_steps=20,
-                       cold_eval_every=5, cold_eval_samples=2, n_layer=2, n_embd=32,
-                       n_head=2)  # fmt: skip
+        return replace(
+            self,
+            pretrain_steps=20,
+            weak_steps=60,
+            weak_lr=3e-3,
+            sft_steps=20,
+            cold_eval_every=5,
+            cold_eval_samples=2,
+            n_layer=2,
+            n_embd=32,
+            n_head=2,
+        )
 
 
 def _env(environment: Environment | str) -> Environment:
@@ -132,8 +148,11 @@ def oracle_sft_data(
     `renderer`: a real model's, for demonstrations in its tokens.
     """
     env = _env(environment)
-    return [scripted_rollout("oracle", t, seed=k, wrap_obs=wrap_obs, renderer=renderer)
-            for t in env.tasks("train") for k in range(env.renderings)]  # fmt: skip
+    return [
+        scripted_rollout("oracle", t, seed=k, wrap_obs=wrap_obs, renderer=renderer)
+        for t in env.tasks("train")
+        for k in range(env.renderings)
+    ]
 
 
 def code_corpus(environment: Environment | str = "bugfix") -> list[list[int]]:
@@ -144,9 +163,18 @@ def code_corpus(environment: Environment | str = "bugfix") -> list[list[int]]:
 
 
 # what only the oracle SFT and the cold start read: the weak base does not depend on them
-ORACLE_FIELDS = ("sft_steps", "sft_lr", "sft_batch", "sft_warmup", "sft_decay", "sft_beta2",
-                 "cold_start_pass", "cold_eval_every", "cold_eval_samples",
-                 "cold_start_step")  # fmt: skip
+ORACLE_FIELDS = (
+    "sft_steps",
+    "sft_lr",
+    "sft_batch",
+    "sft_warmup",
+    "sft_decay",
+    "sft_beta2",
+    "cold_start_pass",
+    "cold_eval_every",
+    "cold_eval_samples",
+    "cold_start_step",
+)
 
 
 def _fingerprint(kind: str, config: BaseConfig, environment: Environment | str = "bugfix") -> str:
@@ -181,8 +209,11 @@ def _cached(kind: str, config: BaseConfig, build, environment: Environment | str
             return load_checkpoint(path)
         except ArlError as e:
             print(f"arl: rebuilding the cached {kind} ({e})", file=sys.stderr)
-    print(f"arl: training the {kind} for seed {config.seed} (once; cached in {path.parent})",
-          file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        f"arl: training the {kind} for seed {config.seed} (once; cached in {path.parent})",
+        file=sys.stderr,
+        flush=True,
+    )
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the thread count changes a trained model's last bits: one
     try:  # thread, so a cached base is the same whichever process trains it first

@@ -123,11 +123,21 @@ def accumulate_policy_gradient(
         prox = logp.detach() if prox_logp is None else prox_logp[idx]
         ref = ref_logp[idx] if ref_logp is not None else None
         tok, clipped, capped = ppo_token_loss(
-            logp, prox, mb.old_logp, adv_B[idx], clip=config.clip, clip_low=config.clip_low,
-            clip_high=config.clip_high, is_correction=config.is_correction, is_cap=config.is_cap,
-            ref_logp_BT=ref if config.kl_in == "loss" else None, kl=config.kl,
-            kl_beta=config.kl_beta, entropy_BT=ent, entropy_coef=entropy_coef,
-        )  # fmt: skip
+            logp,
+            prox,
+            mb.old_logp,
+            adv_B[idx],
+            clip=config.clip,
+            clip_low=config.clip_low,
+            clip_high=config.clip_high,
+            is_correction=config.is_correction,
+            is_cap=config.is_cap,
+            ref_logp_BT=ref if config.kl_in == "loss" else None,
+            kl=config.kl,
+            kl_beta=config.kl_beta,
+            entropy_BT=ent,
+            entropy_coef=entropy_coef,
+        )
         loss = (weights(mb.action_mask, config, B, n_tokens, len(splits)) * tok).sum()
         loss.backward()
         sums["loss"] += float(loss.detach())
@@ -142,9 +152,14 @@ def accumulate_policy_gradient(
             sums["ref_k3"] += float(kl_k3(lr_ref).sum())
             ref_abs.append(lr_ref.abs())
     n = max(n_tokens, 1.0)
-    out = {"loss": sums["loss"], "entropy": sums["ent"] / n, "clip_frac": sums["clip"] / n,
-           "capped_frac": sums["cap"] / n, "kl/mu_k3": sums["mu_k3"] / n,
-           "kl/mu_absq99": quantile(mu_abs, 0.99)}  # fmt: skip
+    out = {
+        "loss": sums["loss"],
+        "entropy": sums["ent"] / n,
+        "clip_frac": sums["clip"] / n,
+        "capped_frac": sums["cap"] / n,
+        "kl/mu_k3": sums["mu_k3"] / n,
+        "kl/mu_absq99": quantile(mu_abs, 0.99),
+    }
     if ref_logp is not None:
         out |= {"kl/ref_k3": sums["ref_k3"] / n, "kl/ref_absq99": quantile(ref_abs, 0.99)}
     return out
@@ -162,11 +177,17 @@ def update(model, batch, adv_B, prox, ref_logp, config: PGConfig, s: LoopState, 
         for chunk in torch.tensor(order).tensor_split(config.minibatches):
 
             def backward(chunk=chunk) -> float:
-                stats.append(accumulate_policy_gradient(
-                    model, rows(batch, chunk), adv_B[chunk], config,
-                    None if prox is None else prox[chunk],
-                    None if ref_logp is None else ref_logp[chunk], s.entropy_coef,
-                ))  # fmt: skip
+                stats.append(
+                    accumulate_policy_gradient(
+                        model,
+                        rows(batch, chunk),
+                        adv_B[chunk],
+                        config,
+                        None if prox is None else prox[chunk],
+                        None if ref_logp is None else ref_logp[chunk],
+                        s.entropy_coef,
+                    )
+                )
                 return stats[-1]["loss"]
 
             norms.append(
@@ -237,12 +258,21 @@ def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
         s.ref.load_state_dict(model.state_dict())
     t2 = time.perf_counter()
     nonzero = {chosen[i].name for i in range(len(groups)) if bool(adv_NG[i].abs().max() > 0)}
-    return {"step": step, **rollout_metrics(trajs, config), "entropy": u.pop("entropy"),
-            "degenerate_frac": float(degenerate0.float().mean()),
-            "degenerate_frac_final": float(degenerate.float().mean()),
-            "tasks_with_grad": len(nonzero), "episodes_sampled": sampled, **u,
-            "entropy_coef": s.entropy_coef, **extra,
-            "time/sample": t1 - t0, "time/train": t2 - t1, "time/step": t2 - t0}  # fmt: skip
+    return {
+        "step": step,
+        **rollout_metrics(trajs, config),
+        "entropy": u.pop("entropy"),
+        "degenerate_frac": float(degenerate0.float().mean()),
+        "degenerate_frac_final": float(degenerate.float().mean()),
+        "tasks_with_grad": len(nonzero),
+        "episodes_sampled": sampled,
+        **u,
+        "entropy_coef": s.entropy_coef,
+        **extra,
+        "time/sample": t1 - t0,
+        "time/train": t2 - t1,
+        "time/step": t2 - t0,
+    }
 
 
 def train_pg(
@@ -277,10 +307,12 @@ def train_pg(
     out = Path(config.out) if config.out else None
     claim = claim_output_dir(config.out, "train pg", OWNED, reuse=config.resume)  # when entered
     with claim if out is not None and not claimed else nullcontext():
-        s = LoopState(make_optimizer(model, config.lr, config.weight_decay, fused=False),
-                      random.Random(config.seed),
-                      copy.deepcopy(model).eval() if config.kl != "off" else None,
-                      config.entropy_coef)  # fmt: skip
+        s = LoopState(
+            make_optimizer(model, config.lr, config.weight_decay, fused=False),
+            random.Random(config.seed),
+            copy.deepcopy(model).eval() if config.kl != "off" else None,
+            config.entropy_coef,
+        )
         behavior = copy.deepcopy(model).eval() if config.staleness else None
         if out is not None and config.resume:
             checkpoint.restore(out, model, s, config, allow_change)

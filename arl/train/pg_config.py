@@ -23,22 +23,39 @@ MAX_EPISODES_PER_STEP = 4096  # one step's rollouts and batch must fit in memory
 MAX_TURNS = 64  # an episode's calls, so that its tokens fit the model's context
 # field: (lo, hi) of the integers and finite floats of PGConfig (None: no bound)
 INT_RANGES = {
-    "steps": (0, 100_000), "tasks_per_step": (1, 4096), "group_size": (1, 4096),
-    "epochs": (1, 1000), "minibatches": (1, 4096), "microbatch_size": (0, 4096),
-    "eval_samples": (1, 1000), "keep_checkpoints": (1, 1000), "max_refills": (0, 100),
-    "filter_cooldown": (0, 10_000_000), "staleness": (0, 1000), "eval_every": (0, 10_000_000),
-    "save_every": (0, 10_000_000), "ref_reset_every": (0, 10_000_000),
+    "steps": (0, 100_000),
+    "tasks_per_step": (1, 4096),
+    "group_size": (1, 4096),
+    "epochs": (1, 1000),
+    "minibatches": (1, 4096),
+    "microbatch_size": (0, 4096),
+    "eval_samples": (1, 1000),
+    "keep_checkpoints": (1, 1000),
+    "max_refills": (0, 100),
+    "filter_cooldown": (0, 10_000_000),
+    "staleness": (0, 1000),
+    "eval_every": (0, 10_000_000),
+    "save_every": (0, 10_000_000),
+    "ref_reset_every": (0, 10_000_000),
     "rollout_workers": (0, 1024),
-}  # fmt: skip
+}
 FLOAT_RANGES = {
-    "weight_decay": (0, MAX_FLOAT), "grad_clip": (0, MAX_FLOAT), "kl_beta": (0, MAX_FLOAT),
-    "entropy_coef": (0, MAX_FLOAT), "target_entropy": (0, MAX_FLOAT),
-    "entropy_lr": (0, MAX_FLOAT), "clip_high": (0, MAX_FLOAT), "is_cap": (1, MAX_FLOAT),
-}  # fmt: skip
+    "weight_decay": (0, MAX_FLOAT),
+    "grad_clip": (0, MAX_FLOAT),
+    "kl_beta": (0, MAX_FLOAT),
+    "entropy_coef": (0, MAX_FLOAT),
+    "target_entropy": (0, MAX_FLOAT),
+    "entropy_lr": (0, MAX_FLOAT),
+    "clip_high": (0, MAX_FLOAT),
+    "is_cap": (1, MAX_FLOAT),
+}
 CHOICES = {
-    "split": SPLITS, "baseline": ("loo", "mean", "none"), "aggregation": AGGREGATIONS,
-    "kl": ("off", *KL_ESTIMATORS), "kl_in": ("loss", "reward"),
-}  # fmt: skip
+    "split": SPLITS,
+    "baseline": ("loo", "mean", "none"),
+    "aggregation": AGGREGATIONS,
+    "kl": ("off", *KL_ESTIMATORS),
+    "kl_in": ("loss", "reward"),
+}
 
 
 def default_env(name: str = "bugfix") -> Any:
@@ -159,8 +176,16 @@ class PGConfig:
 def minimal_reinforce(**overrides) -> PGConfig:
     """Chapter 15's minimal REINFORCE: G=8 on 8 tasks, r - mean(group), no clipping, one
     on-policy update per batch, no filtering and no importance weight."""
-    base = dict(baseline="mean", clip=False, epochs=1, minibatches=1, staleness=0,
-                is_correction=False, filter_cooldown=0, dynamic_sampling=False)  # fmt: skip
+    base = dict(
+        baseline="mean",
+        clip=False,
+        epochs=1,
+        minibatches=1,
+        staleness=0,
+        is_correction=False,
+        filter_cooldown=0,
+        dynamic_sampling=False,
+    )
     return PGConfig(**{**base, **overrides})
 
 
@@ -244,8 +269,10 @@ def make_config(values: dict[str, Any]) -> PGConfig:
 def flat_dict(config: PGConfig) -> dict[str, Any]:
     """The config as one level of dotted keys: {'lr': ..., 'env.reward': ...}."""
     d = asdict(config)
-    return {**{k: v for k, v in d.items() if k != "env"},
-            **{f"env.{k}": v for k, v in d["env"].items()}}  # fmt: skip
+    return {
+        **{k: v for k, v in d.items() if k != "env"},
+        **{f"env.{k}": v for k, v in d["env"].items()},
+    }
 
 
 def flat_saved(saved: dict[str, Any]) -> dict[str, Any]:

@@ -28,8 +28,14 @@ def sample_groups(
     """G episodes of each task in one batched rollout; returns one group per task."""
     G = config.group_size
     jobs = [t for t in tasks for _ in range(G)]
-    trajs = rollout_batch(sampler, jobs, seed=seed, env_config=config.env,
-                          temperature=config.temperature, top_p=config.top_p)  # fmt: skip
+    trajs = rollout_batch(
+        sampler,
+        jobs,
+        seed=seed,
+        env_config=config.env,
+        temperature=config.temperature,
+        top_p=config.top_p,
+    )
     return [trajs[i * G : (i + 1) * G] for i in range(len(tasks))]
 
 

@@ -30,8 +30,10 @@ def check_policy_spec(spec: str) -> None:
     if spec in INITS or path.is_dir():
         return
     if path.exists():
-        raise ArlError(f"{spec!r} is a file, not a checkpoint directory (choose from "
-                       f"{', '.join(INITS)}, or a checkpoint)")  # fmt: skip
+        raise ArlError(
+            f"{spec!r} is a file, not a checkpoint directory (choose from "
+            f"{', '.join(INITS)}, or a checkpoint)"
+        )
     what = "no such checkpoint directory" if looks_like_path(spec) else "unknown policy"
     raise ArlError(f"{what} {spec!r} (choose from {', '.join(INITS)}, or a checkpoint)")
 
@@ -67,9 +69,13 @@ def load_policy(spec: str, seed: int = 0, env: str = "bugfix") -> TinyAgent:
 
 
 def load_any(
-    init: str | None, model: str | None = None, seed: int = 0, device: str = "cpu",
-    dtype: str = "float32", env: str = "bugfix",
-):  # fmt: skip
+    init: str | None,
+    model: str | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    dtype: str = "float32",
+    env: str = "bugfix",
+):
     """A `transformers` causal LM if `model` is given (arl.hf), else `load_policy(init)`."""
     if model:
         from arl.hf.policy import load_hf

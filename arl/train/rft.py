@@ -142,9 +142,13 @@ def expert_iteration(
     history = []
     for r in range(config.rounds):
         samples = run_policy(
-            model, tasks, config.samples_per_task, seed=config.seed * 100 + r,
-            temperature=config.temperature, env_config=env_config,
-        )  # fmt: skip
+            model,
+            tasks,
+            config.samples_per_task,
+            seed=config.seed * 100 + r,
+            temperature=config.temperature,
+            env_config=env_config,
+        )
         kept = select(samples, config, rng)
         record = {
             "round": r,

@@ -63,8 +63,12 @@ def measure_seed(number: int, quick: bool, seed: int) -> dict:
     results, detail = get(number).measure(Ctx(number=number, quick=quick, seed=seed))
     if not math.isfinite(float(results.get("effect", float("nan")))):
         raise RuntimeError(f"problem {number} measured no finite effect")  # a bug, not input
-    return {"seed": seed, **results, "detail": detail,
-            "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    return {
+        "seed": seed,
+        **results,
+        "detail": detail,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
 
 
 def _settings(number: int, quick: bool) -> dict:
@@ -84,8 +88,9 @@ def _read(path: Path) -> dict:
     try:
         saved = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise ArlError(f"{path} is unreadable ({type(e).__name__}); pass --overwrite to "
-                       "start again") from None  # fmt: skip
+        raise ArlError(
+            f"{path} is unreadable ({type(e).__name__}); pass --overwrite to start again"
+        ) from None
     if not isinstance(saved, dict):
         raise ArlError(f"{path} is not a problem run's results; pass --overwrite to start again")
     return saved
@@ -113,24 +118,30 @@ def run(
         check_seed("--seed", s)
     out = Path(out or f"runs/problem-{number}")
     settings = _settings(number, quick)
-    with claim_output_dir(out, f"reproduce problem {number}", OWNED, overwrite=overwrite,
-                          reuse=not overwrite):  # fmt: skip
+    with claim_output_dir(
+        out, f"reproduce problem {number}", OWNED, overwrite=overwrite, reuse=not overwrite
+    ):
         done: dict[int, dict] = {}
         for name in ("results.json", "results.partial.json"):
             if (out / name).exists():
                 saved = _read(out / name)
                 if not _same_measurement(saved, settings):
-                    raise ArlError(f"{out / name} holds another run; choose another --out or "
-                                   "pass --overwrite")  # fmt: skip
+                    raise ArlError(
+                        f"{out / name} holds another run; choose another --out or pass --overwrite"
+                    )
                 try:
                     done |= {int(r["seed"]): r for r in saved.get("per_seed", [])}
                 except (KeyError, TypeError, ValueError, AttributeError):
-                    raise ArlError(f"{out / name} is not a problem run's results; pass "
-                                   "--overwrite to start again") from None  # fmt: skip
+                    raise ArlError(
+                        f"{out / name} is not a problem run's results; pass "
+                        "--overwrite to start again"
+                    ) from None
         todo = [s for s in seeds if s not in done]
         if not todo:
-            log(f"problem {number}: every seed finished in {out}; read back and judged again "
-                "(--overwrite reruns)")  # fmt: skip
+            log(
+                f"problem {number}: every seed finished in {out}; read back and judged again "
+                "(--overwrite reruns)"
+            )
         elif len(todo) < len(seeds):
             log(f"problem {number}: seeds {sorted(set(seeds) - set(todo))} already done")
         jobs = [(number, quick, s) for s in todo]
@@ -138,8 +149,10 @@ def run(
             done[s] = plain(r, ndigits=6)  # as a resumed seed reads it back: same verdict
             partial = {**settings, "per_seed": [done[k] for k in sorted(done)]}
             atomic_write_json(out / "results.partial.json", partial)
-            log(f"problem {number}: seed {s} done in {r['seconds']:.0f} s "
-                f"({len(set(done) & set(seeds))}/{len(seeds)})")  # fmt: skip
+            log(
+                f"problem {number}: seed {s} done in {r['seconds']:.0f} s "
+                f"({len(set(done) & set(seeds))}/{len(seeds)})"
+            )
         per_seed = [done[s] for s in seeds]
         check_records(problem, per_seed, out)
         verdict = judge(problem.claim, per_seed)
@@ -170,8 +183,10 @@ def check_records(problem: Problem, per_seed: list[dict], out: Path) -> None:
     for r in per_seed:
         lacking = [k for k in keys if k not in r] if isinstance(r, dict) else ["a record"]
         if lacking:
-            raise ArlError(f"{out}: seed {r.get('seed', '?')}'s results lack "
-                           f"{', '.join(lacking)}; pass --overwrite to start again")  # fmt: skip
+            raise ArlError(
+                f"{out}: seed {r.get('seed', '?')}'s results lack "
+                f"{', '.join(lacking)}; pass --overwrite to start again"
+            )
 
 
 def draw(problem: Problem, per_seed: list[dict], out: Path, number: int) -> None:
@@ -182,8 +197,10 @@ def draw(problem: Problem, per_seed: list[dict], out: Path, number: int) -> None
     try:
         problem.draw(per_seed, out / f"problem-{number}.png")
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
-        raise ArlError(f"{out}: a seed's results are incomplete ({missing(e)}); pass "
-                       "--overwrite to start again") from None  # fmt: skip
+        raise ArlError(
+            f"{out}: a seed's results are incomplete ({missing(e)}); pass "
+            "--overwrite to start again"
+        ) from None
 
 
 def judged(key: str, claim: Claim, per_seed: list[dict]) -> dict:
@@ -208,30 +225,41 @@ def summary_rows(results: dict[int, dict]) -> list[dict]:
     rows = []
     for n, r in results.items():
         e = r["effect"]
-        rows.append({
-            "problem": n,
-            "claim": r["claim"]["book"],
-            "effect": r["claim"]["effect"],
-            "measured": f"{num(e['mean'], True)} +- {num(e['se'])} "
-            f"[{num(e['lo'], True)}, {num(e['hi'], True)}]",
-            "seeds": f"{e['k']}/{e['n']}",
-            "shown": r["shown"],
-            "cause": r["cause"],
-        })  # fmt: skip
+        rows.append(
+            {
+                "problem": n,
+                "claim": r["claim"]["book"],
+                "effect": r["claim"]["effect"],
+                "measured": f"{num(e['mean'], True)} +- {num(e['se'])} "
+                f"[{num(e['lo'], True)}, {num(e['hi'], True)}]",
+                "seeds": f"{e['k']}/{e['n']}",
+                "shown": r["shown"],
+                "cause": r["cause"],
+            }
+        )
     return rows
 
 
 def markdown(rows: list[dict], quick: bool) -> str:
-    head = ["| problem | book's claim | effect (per seed) | mean +- SE [2-SE interval] | seeds "
-            "| shown | cause if not |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    head = [
+        "| problem | book's claim | effect (per seed) | mean +- SE [2-SE interval] | seeds "
+        "| shown | cause if not |",
+        "|---|---|---|---|---|---|---|",
+    ]
     cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731 (a | inside a cell)
-    lines = [f"| {r['problem']} | {cell(r['claim'])} | {cell(r['effect'])} | {r['measured']} "
-             f"| {r['seeds']} | {'yes' if r['shown'] else 'no'} | {cell(r['cause'])} |"
-             for r in rows]  # fmt: skip
+    lines = [
+        f"| {r['problem']} | {cell(r['claim'])} | {cell(r['effect'])} | {r['measured']} "
+        f"| {r['seeds']} | {'yes' if r['shown'] else 'no'} | {cell(r['cause'])} |"
+        for r in rows
+    ]
     shown = sum(r["shown"] for r in rows)
     note = " (QUICK settings: too small to show anything; not results)" if quick else ""
-    return "\n".join([f"{shown} of {len(rows)} problems show their mechanism{note}.", "", *head,
-                      *lines]) + "\n"  # fmt: skip
+    return (
+        "\n".join(
+            [f"{shown} of {len(rows)} problems show their mechanism{note}.", "", *head, *lines]
+        )
+        + "\n"
+    )
 
 
 def run_all(
@@ -250,8 +278,13 @@ def run_all(
         log(f"problem {n} ({list(PROBLEMS).index(n) + 1}/{len(PROBLEMS)})")
         results[n] = run(n, seeds, quick, out / f"problem-{n}", overwrite, where, log)
     rows = summary_rows(results)
-    payload = {"quick": quick, "seeds": seeds, "shown": sum(r["shown"] for r in rows),
-               "problems": len(rows), "rows": rows}  # fmt: skip
+    payload = {
+        "quick": quick,
+        "seeds": seeds,
+        "shown": sum(r["shown"] for r in rows),
+        "problems": len(rows),
+        "rows": rows,
+    }
     atomic_write_json(out / "summary.json", plain(payload))
     atomic_write_text(out / "summary.md", markdown(rows, quick))
     return payload

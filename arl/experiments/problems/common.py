@@ -75,8 +75,12 @@ def judge(claim: Claim, per_seed: Sequence[dict]) -> dict:
     side = [x < claim.threshold if claim.below else x > claim.threshold for x in effects]
     holds = all(bool(r.get("holds", True)) for r in per_seed)
     beyond = e.hi < claim.threshold if claim.below else e.lo > claim.threshold
-    return {**e.to_dict(), "k": int(sum(side)), "identity_holds": holds,
-            "shown": bool(beyond and holds)}  # fmt: skip
+    return {
+        **e.to_dict(),
+        "k": int(sum(side)),
+        "identity_holds": holds,
+        "shown": bool(beyond and holds),
+    }
 
 
 def num(x: float, sign: bool = False) -> str:
@@ -88,11 +92,16 @@ def num(x: float, sign: bool = False) -> str:
 def verdict_line(claim: Claim, v: dict) -> str:
     """One line: shown or not, the effect with its interval over seeds, and the cause if not."""
     rel = "<" if claim.below else ">"
-    interval = (f"{num(v['mean'], True)} +- {num(v['se'])} SE, {Z:g}-SE interval "
-                f"[{num(v['lo'], True)}, {num(v['hi'], True)}]" if v["n"] > 1
-                else f"{num(v['mean'], True)} (one seed: no interval)")  # fmt: skip
-    head = (f"{'SHOWN' if v['shown'] else 'NOT SHOWN'}: {claim.effect} = {interval}, "
-            f"{v['k']}/{v['n']} seeds {rel} {claim.threshold:g}")  # fmt: skip
+    interval = (
+        f"{num(v['mean'], True)} +- {num(v['se'])} SE, {Z:g}-SE interval "
+        f"[{num(v['lo'], True)}, {num(v['hi'], True)}]"
+        if v["n"] > 1
+        else f"{num(v['mean'], True)} (one seed: no interval)"
+    )
+    head = (
+        f"{'SHOWN' if v['shown'] else 'NOT SHOWN'}: {claim.effect} = {interval}, "
+        f"{v['k']}/{v['n']} seeds {rel} {claim.threshold:g}"
+    )
     cause = cause_of(claim, v)
     return head + (f". Likely cause: {cause}" if cause else ".")
 
@@ -105,8 +114,10 @@ def cause_of(claim: Claim, v: dict) -> str:
     if not v["identity_holds"]:
         return "the identity the problem checks failed on some seed"
     if (v["mean"] < claim.threshold) if claim.below else (v["mean"] > claim.threshold):
-        return (f"the mean lies on the claimed side ({v['k']}/{v['n']} seeds), but its "
-                f"interval reaches {claim.threshold:g}: too few seeds for its spread")  # fmt: skip
+        return (
+            f"the mean lies on the claimed side ({v['k']}/{v['n']} seeds), but its "
+            f"interval reaches {claim.threshold:g}: too few seeds for its spread"
+        )
     return claim.cause
 
 
@@ -229,8 +240,9 @@ def plot_arms(
     n = len(histories)
     band = f"mean over {n} seeds, band +- 1 SE" if n > 1 else "one seed"
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8,
-               frameon=False)  # fmt: skip
+    fig.legend(
+        handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8, frameon=False
+    )
     save_figure(path, fig, f"{title} ({band})", bottom=0.1)
 
 

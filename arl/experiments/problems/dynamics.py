@@ -30,10 +30,16 @@ def problem_26(ctx: Ctx):
     updates = {"epochs": 2, "minibatches": 2}
     variants = {
         f"lr {high:.0e}, 2 epochs x 2 minibatches, clip 0.2/0.2": {
-            "lr": high, "clip_high": 0.2, **updates},
+            "lr": high,
+            "clip_high": 0.2,
+            **updates,
+        },
         f"lr {high / 2:.0e} (halved), clip-higher 0.2/0.28": {
-            "lr": high / 2, "clip_high": 0.28, **updates},
-    }  # fmt: skip
+            "lr": high / 2,
+            "clip_high": 0.28,
+            **updates,
+        },
+    }
     runs = {}
     for name, overrides in variants.items():
         config = rl_config(ctx, **overrides, steps=ctx.pick(40, 3))
@@ -123,30 +129,46 @@ def problem_28(ctx: Ctx):
     return res, conclusion
 
 
-PROBLEM_26 = Problem(problem_26, Claim(
-    book="a learning rate too high for RL with several epochs per batch collapses entropy "
-         "(0.9 -> 0.05 nats in 50 steps) and groups go all-pass or all-fail; halve the rate and "
-         "use clip-higher",
-    effect="share of the starting entropy lost by the last quarter, lr 1e-3 with 2 epochs x 2 "
-           "minibatches",
-    threshold=0.5,
-    cause="on this gym a too-large step breaks the call format as it sharpens the policy: "
-          "failures (most episodes) push their sampled tokens down and mass spreads onto "
-          "malformed calls, so the pass rate falls and groups go all-fail (the book's other "
-          "symptom), while the broken calls keep entropy from collapsing on most seeds; the cold "
-          "start is no alternative, its entropy is already about 0.05 nats after SFT",
-), arms_figure([("entropy", "entropy on policy tokens (nats)"),
-                ("malformed_per_episode", "malformed calls per episode"),
-                ("pass_rate", "hidden pass rate")],
-               "Problem 26: too high a learning rate, against half with clip-higher"))  # fmt: skip
-PROBLEM_28 = Problem(problem_28, Claim(
-    book="a loss mask shifted by one trains on the token after each call and skips each "
-         "call's first token: the entropy dashboard reads the wrong positions",
-    effect="|dashboard entropy - true policy entropy| at the end, shifted minus correct mask "
-           "(nats)",
-    cause="the tokens after each call are as predictable as the calls' first tokens, so the "
-          "dashboard happens to read the same entropy",
-), arms_figure([("entropy", "dashboard entropy, loss mask (nats)"),
-                ("pass_rate", "hidden pass rate"),
-                ("reward", "training reward per episode")],
-               "Problem 28: the loss mask shifted by one"))  # fmt: skip
+PROBLEM_26 = Problem(
+    problem_26,
+    Claim(
+        book="a learning rate too high for RL with several epochs per batch collapses entropy "
+        "(0.9 -> 0.05 nats in 50 steps) and groups go all-pass or all-fail; halve the rate and "
+        "use clip-higher",
+        effect="share of the starting entropy lost by the last quarter, lr 1e-3 with 2 epochs x 2 "
+        "minibatches",
+        threshold=0.5,
+        cause="on this gym a too-large step breaks the call format as it sharpens the policy: "
+        "failures (most episodes) push their sampled tokens down and mass spreads onto "
+        "malformed calls, so the pass rate falls and groups go all-fail (the book's other "
+        "symptom), while the broken calls keep entropy from collapsing on most seeds; the cold "
+        "start is no alternative, its entropy is already about 0.05 nats after SFT",
+    ),
+    arms_figure(
+        [
+            ("entropy", "entropy on policy tokens (nats)"),
+            ("malformed_per_episode", "malformed calls per episode"),
+            ("pass_rate", "hidden pass rate"),
+        ],
+        "Problem 26: too high a learning rate, against half with clip-higher",
+    ),
+)
+PROBLEM_28 = Problem(
+    problem_28,
+    Claim(
+        book="a loss mask shifted by one trains on the token after each call and skips each "
+        "call's first token: the entropy dashboard reads the wrong positions",
+        effect="|dashboard entropy - true policy entropy| at the end, shifted minus correct mask "
+        "(nats)",
+        cause="the tokens after each call are as predictable as the calls' first tokens, so the "
+        "dashboard happens to read the same entropy",
+    ),
+    arms_figure(
+        [
+            ("entropy", "dashboard entropy, loss mask (nats)"),
+            ("pass_rate", "hidden pass rate"),
+            ("reward", "training reward per episode"),
+        ],
+        "Problem 28: the loss mask shifted by one",
+    ),
+)

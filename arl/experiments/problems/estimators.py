@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -14,12 +13,9 @@ from arl.experiments.problems.common import (
     Claim,
     Ctx,
     Problem,
-    new_figure,
-    save_figure,
-    seeds_label,
-    sem,
     start,
 )
+from arl.experiments.problems.estimator_figures import draw_1, draw_2, draw_3, draw_4
 from arl.experiments.problems.mutations import per_microbatch_mean
 from arl.gym.env import EnvConfig
 from arl.gym.tasks import tasks_for
@@ -258,114 +254,48 @@ def problem_4(ctx: Ctx):
     return res, conclusion
 
 
-# --- figures over seeds ---------------------------------------------------------------------
-
-
-def draw_1(per_seed: list[dict], path: Path) -> None:
-    fig, (ax1, ax2) = new_figure(2)
-    for i, mode in enumerate(AGGREGATIONS):
-        L = [x for r in per_seed for x in r["L"]]
-        ax1.scatter(L, [x for r in per_seed for x in r[mode]["per_token"]], s=10, color=f"C{i}",
-                    marker="o^s"[i % 3], alpha=0.6, label=mode)  # fmt: skip
-        ax2.scatter(L, [x for r in per_seed for x in r[mode]["total"]], s=10, color=f"C{i}",
-                    marker="o^s"[i % 3], alpha=0.6)  # fmt: skip
-    ax1.set(xlabel="policy tokens in the episode, L_i", ylabel="loss weight per token (log)",
-            yscale="log")  # fmt: skip
-    ax2.set(xlabel="policy tokens in the episode, L_i", ylabel="total loss weight of the episode")
-    fig.legend(*ax1.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8,
-               frameon=False)  # fmt: skip
-    save_figure(
-        path,
-        fig,
-        f"Problem 1: loss weight against length ({seeds_label(per_seed, pooled=True)})",
-        0.08,
-    )
-
-
-def draw_2(per_seed: list[dict], path: Path) -> None:
-    fig, (ax1, ax2) = new_figure(2)
-    x = np.arange(len(AGGREGATIONS))
-    for k, name in enumerate(("global", "per_microbatch_mean")):
-        for j, order in enumerate(("sampled", "length_sorted")):
-            off = 0.2 * (2 * k + j)
-            cos = np.array([[1 - r[order][m][name]["cosine"] for m in AGGREGATIONS]
-                            for r in per_seed])  # (seeds, modes)  # fmt: skip
-            ratio = np.array([[r[order][m][name]["norm_ratio"] for m in AGGREGATIONS]
-                              for r in per_seed])  # fmt: skip
-            lab = f"{name.replace('_', ' ')}, {order.replace('_', ' ')}"
-            ax1.bar(x + off, cos.mean(0), 0.2, yerr=sem(cos), label=lab, color=f"C{2 * k + j}")
-            ax2.bar(x + off, ratio.mean(0), 0.2, yerr=sem(ratio), color=f"C{2 * k + j}")
-    for ax, lab in ((ax1, "1 - cosine to the one-batch gradient"),
-                    (ax2, "norm / one-batch gradient norm")):  # fmt: skip
-        ax.set_xticks(x + 0.3, AGGREGATIONS, fontsize=7)
-        ax.set_xlabel("aggregation")
-        ax.set_ylabel(lab)
-    fig.legend(*ax1.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8,
-               frameon=False)  # fmt: skip
-    title = f"Problem 2: accumulated against one-batch gradient ({seeds_label(per_seed)})"
-    save_figure(path, fig, title, bottom=0.14)
-
-
-def draw_3(per_seed: list[dict], path: Path) -> None:
-    fig, (ax1, ax2) = new_figure(2)
-    Gs = per_seed[0]["G"]
-    for key, style, lab in (("measured", "o-", "measured"),
-                            ("predicted", "s--", "predicted: mean of p^G + (1-p)^G")):  # fmt: skip
-        v = np.array([r[key] for r in per_seed])  # (seeds, G)
-        ax1.errorbar(Gs, v.mean(0), yerr=sem(v), fmt=style, capsize=3, label=lab)
-    inf = np.array([r["informative_tasks_per_64"] for r in per_seed])
-    ax2.errorbar(Gs, inf.mean(0), yerr=sem(inf), fmt="o-", capsize=3)
-    for ax in (ax1, ax2):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(Gs, [str(g) for g in Gs])
-        ax.set_xlabel("group size G (episodes per task)")
-    ax1.set_ylabel("fraction of groups all-pass or all-fail")
-    ax2.set_ylabel("informative groups per 64 episodes")
-    ax1.legend(fontsize=7)
-    title = f"Problem 3: degenerate groups against G, cold start ({seeds_label(per_seed)})"
-    save_figure(path, fig, title)
-
-
-def draw_4(per_seed: list[dict], path: Path) -> None:
-    fig, (ax,) = new_figure(1, width=5.6)
-    ps = np.linspace(0.05, 0.95, 100)
-    ax.plot(ps, 1 / np.sqrt(ps * (1 - ps)), color="C0", label="1/sqrt(p(1-p))")
-    pts = [(m["p_hat"], m["factor"]) for r in per_seed for m in r["measured"]]
-    if pts:
-        ax.scatter(*zip(*pts, strict=True), color="C1", s=14, label="measured groups of 8")
-    ax.set(xlabel="group success fraction p", ylabel="std normalization: |A| multiplied by")
-    ax.legend(fontsize=7)
-    save_figure(
-        path, fig, f"Problem 4: dividing by the group std ({seeds_label(per_seed, pooled=True)})"
-    )
-
-
-PROBLEM_1 = Problem(problem_1, Claim(
-    book="seq-mean-token-mean gives a short episode's tokens more weight than a long one's "
-         "(60x for 40 vs 2,400 tokens); token-mean weighs every token alike",
-    effect="per-token weight, shortest over longest episode, seq_mean_token_mean (x)",
-    threshold=1.0,
-    cause="every episode of the batch had the same number of policy tokens",
-), draw_1)  # fmt: skip
-PROBLEM_2 = Problem(problem_2, Claim(
-    book="averaging per-microbatch token means reweights tokens by their microbatch's token "
-         "count (9x in the book); the global token count makes accumulation exact",
-    effect="|norm ratio - 1| of the per-microbatch-mean gradient, length-bucketed, token_mean",
-    threshold=0.0,
-    cause="microbatches held equal token counts, so the two normalizers coincide",
-), draw_2)  # fmt: skip
-PROBLEM_3 = Problem(problem_3, Claim(
-    book="a fraction p^G + (1-p)^G of groups is all-pass or all-fail, falling as G grows",
-    effect="degenerate fraction at the smallest G minus at the largest (measured within "
-           "3 SE of p^G + (1-p)^G at every G)",
-    threshold=0.0,
-    cause="the cold start passes almost every task or almost none, so groups stay degenerate",
-), draw_3)  # fmt: skip
-PROBLEM_4 = Problem(problem_4, Claim(
-    book="dividing by the group std multiplies advantages by 1/sqrt(p(1-p)): 2 at p=0.5, "
-         "3.02 at p=0.125",
-    effect="largest |measured factor - 1/sqrt(p(1-p))| over mixed groups",
-    threshold=1e-4,
-    below=True,
-    cause="no group of the cold start was mixed, so the factor was never measured",
-), draw_4)  # fmt: skip
+PROBLEM_1 = Problem(
+    problem_1,
+    Claim(
+        book="seq-mean-token-mean gives a short episode's tokens more weight than a long one's "
+        "(60x for 40 vs 2,400 tokens); token-mean weighs every token alike",
+        effect="per-token weight, shortest over longest episode, seq_mean_token_mean (x)",
+        threshold=1.0,
+        cause="every episode of the batch had the same number of policy tokens",
+    ),
+    draw_1,
+)
+PROBLEM_2 = Problem(
+    problem_2,
+    Claim(
+        book="averaging per-microbatch token means reweights tokens by their microbatch's token "
+        "count (9x in the book); the global token count makes accumulation exact",
+        effect="|norm ratio - 1| of the per-microbatch-mean gradient, length-bucketed, token_mean",
+        threshold=0.0,
+        cause="microbatches held equal token counts, so the two normalizers coincide",
+    ),
+    draw_2,
+)
+PROBLEM_3 = Problem(
+    problem_3,
+    Claim(
+        book="a fraction p^G + (1-p)^G of groups is all-pass or all-fail, falling as G grows",
+        effect="degenerate fraction at the smallest G minus at the largest (measured within "
+        "3 SE of p^G + (1-p)^G at every G)",
+        threshold=0.0,
+        cause="the cold start passes almost every task or almost none, so groups stay degenerate",
+    ),
+    draw_3,
+)
+PROBLEM_4 = Problem(
+    problem_4,
+    Claim(
+        book="dividing by the group std multiplies advantages by 1/sqrt(p(1-p)): 2 at p=0.5, "
+        "3.02 at p=0.125",
+        effect="largest |measured factor - 1/sqrt(p(1-p))| over mixed groups",
+        threshold=1e-4,
+        below=True,
+        cause="no group of the cold start was mixed, so the factor was never measured",
+    ),
+    draw_4,
+)

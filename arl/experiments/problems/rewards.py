@@ -254,66 +254,119 @@ def draw_9(per_seed: list[dict], path: Path) -> None:
         shrink = np.array([[r["shrink"] for r in seed] for seed in rows])  # (seeds, f)
         cos = np.array([[r["one_draw_cosine"] for r in seed] for seed in rows])
         c = "C0" if votes == 1 else "C1"
-        ax1.errorbar(fs, shrink.mean(0), yerr=sem(shrink), fmt="o", color=c, capsize=3,
-                     label=f"measured, {votes} vote{'s' * (votes > 1)}")  # fmt: skip
-        ax1.plot(fs, [r["predicted"] for r in rows[0]], "--", color=c,
-                 label=f"predicted, {votes} vote{'s' * (votes > 1)}")  # fmt: skip
+        ax1.errorbar(
+            fs,
+            shrink.mean(0),
+            yerr=sem(shrink),
+            fmt="o",
+            color=c,
+            capsize=3,
+            label=f"measured, {votes} vote{'s' * (votes > 1)}",
+        )
+        ax1.plot(
+            fs,
+            [r["predicted"] for r in rows[0]],
+            "--",
+            color=c,
+            label=f"predicted, {votes} vote{'s' * (votes > 1)}",
+        )
         ax2.errorbar(fs, cos.mean(0), yerr=sem(cos), fmt="o-", color=c, capsize=3)
     ax1.set(xlabel="verdict flip probability f", ylabel="E[noisy gradient] / true gradient")
     ax2.set(xlabel="verdict flip probability f", ylabel="cosine of one noisy step to the true one")
-    fig.legend(*ax1.get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8,
-               frameon=False)  # fmt: skip
-    save_figure(path, fig, f"Problem 9: flaky tests shrink the policy gradient "
-                f"({seeds_label(per_seed)})", bottom=0.1)  # fmt: skip
+    fig.legend(
+        *ax1.get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8, frameon=False
+    )
+    save_figure(
+        path,
+        fig,
+        f"Problem 9: flaky tests shrink the policy gradient ({seeds_label(per_seed)})",
+        bottom=0.1,
+    )
 
 
-PROBLEM_7 = Problem(problem_7, Claim(
-    book="rewarding the public tests teaches special-casing them (the public-hidden gap opens); "
-         "hidden-test reward with an exploit detector keeps it closed",
-    effect="public-hidden pass gap, last quarter, public reward minus hidden reward + detector",
-    cause="the weak base too rarely plays the hardcoding edit for RL to find and amplify it",
-), arms_figure([("public_hidden_gap", "public - hidden pass rate"),
-                ("hack_rate", "share of episodes hardcoded"),
-                ("pass_rate", "hidden pass rate")],
-               "Problem 7: public-test reward against hidden reward + detector"))  # fmt: skip
-PROBLEM_8 = Problem(problem_8, Claim(
-    book="partial credit (the fraction of tests passed) lets the policy settle for partial "
-         "passes: fewer full solves than the binary reward",
-    effect="full-solve rate, last quarter, binary minus fraction reward",
-    cause="the full fix is one edit that costs no more than a partial one, so the fraction "
-          "reward's best episode is still the fix; a gym where a partial fix is cheaper than "
-          "the full one (several edits, or a per-edit cost) would show it",
-), arms_figure([("reward", "training reward per episode"),
-                ("pass_rate", "full-solve rate (hidden tests)"),
-                ("hidden_fraction", "share of hidden tests passed")],
-               "Problem 8: partial credit against binary reward"))  # fmt: skip
-PROBLEM_9 = Problem(problem_9, Claim(
-    book="flipping verdicts with probability f scales the expected gradient by 1 - 2f; a "
-         "majority of 3 re-runs of successes restores most of it",
-    effect="largest |measured - predicted gradient scale| over f and votes, in Monte Carlo "
-           "standard errors of the measured scale",
-    threshold=3.0,
-    below=True,
-    cause="the measured scale differs from p1 - p0 by more than its Monte Carlo error: the "
-          "flips or the votes are not what the prediction assumes",
-), draw_9)  # fmt: skip
-PROBLEM_12 = Problem(problem_12, Claim(
-    book="a per-turn step penalty teaches short episodes, down to submitting at once: in a "
-         "group a short failure out-earns a long one",
-    effect="turns per episode, last quarter, no penalty minus penalty 0.1 (turns)",
-    cause="the weak base's success rate is above the penalty's break-even, so longer "
-          "attempts still pay",
-), arms_figure([("immediate_submit_frac", "share submitting at once"),
-                ("mean_turns", "tool calls per episode"),
-                ("pass_rate", "hidden pass rate")],
-               "Problem 12: step penalty against none, from the weak base"))  # fmt: skip
-PROBLEM_13 = Problem(problem_13, Claim(
-    book="scoring a truncated episode as 0 discards the correct work in it; scoring its final "
-         "state with the hidden tests credits that work (the book's default for coding)",
-    effect="share of groups with no learning signal (all rewards equal), last quarter, zero "
-           "minus final-state scoring",
-    cause="no truncated episode's final state passed, so both rules scored every episode 0",
-), arms_figure([("final_state_pass", "final state passes hidden tests"),
-                ("reward", "training reward per episode"),
-                ("degenerate_frac", "share of groups with no signal")],
-               "Problem 13: truncation scored 0 or by the final state, 3-call budget"))  # fmt: skip
+PROBLEM_7 = Problem(
+    problem_7,
+    Claim(
+        book="rewarding the public tests teaches special-casing them (the public-hidden gap "
+        "opens); hidden-test reward with an exploit detector keeps it closed",
+        effect="public-hidden pass gap, last quarter, public reward minus hidden reward + detector",
+        cause="the weak base too rarely plays the hardcoding edit for RL to find and amplify it",
+    ),
+    arms_figure(
+        [
+            ("public_hidden_gap", "public - hidden pass rate"),
+            ("hack_rate", "share of episodes hardcoded"),
+            ("pass_rate", "hidden pass rate"),
+        ],
+        "Problem 7: public-test reward against hidden reward + detector",
+    ),
+)
+PROBLEM_8 = Problem(
+    problem_8,
+    Claim(
+        book="partial credit (the fraction of tests passed) lets the policy settle for partial "
+        "passes: fewer full solves than the binary reward",
+        effect="full-solve rate, last quarter, binary minus fraction reward",
+        cause="the full fix is one edit that costs no more than a partial one, so the fraction "
+        "reward's best episode is still the fix; a gym where a partial fix is cheaper than "
+        "the full one (several edits, or a per-edit cost) would show it",
+    ),
+    arms_figure(
+        [
+            ("reward", "training reward per episode"),
+            ("pass_rate", "full-solve rate (hidden tests)"),
+            ("hidden_fraction", "share of hidden tests passed"),
+        ],
+        "Problem 8: partial credit against binary reward",
+    ),
+)
+PROBLEM_9 = Problem(
+    problem_9,
+    Claim(
+        book="flipping verdicts with probability f scales the expected gradient by 1 - 2f; a "
+        "majority of 3 re-runs of successes restores most of it",
+        effect="largest |measured - predicted gradient scale| over f and votes, in Monte Carlo "
+        "standard errors of the measured scale",
+        threshold=3.0,
+        below=True,
+        cause="the measured scale differs from p1 - p0 by more than its Monte Carlo error: the "
+        "flips or the votes are not what the prediction assumes",
+    ),
+    draw_9,
+)
+PROBLEM_12 = Problem(
+    problem_12,
+    Claim(
+        book="a per-turn step penalty teaches short episodes, down to submitting at once: in a "
+        "group a short failure out-earns a long one",
+        effect="turns per episode, last quarter, no penalty minus penalty 0.1 (turns)",
+        cause="the weak base's success rate is above the penalty's break-even, so longer "
+        "attempts still pay",
+    ),
+    arms_figure(
+        [
+            ("immediate_submit_frac", "share submitting at once"),
+            ("mean_turns", "tool calls per episode"),
+            ("pass_rate", "hidden pass rate"),
+        ],
+        "Problem 12: step penalty against none, from the weak base",
+    ),
+)
+PROBLEM_13 = Problem(
+    problem_13,
+    Claim(
+        book="scoring a truncated episode as 0 discards the correct work in it; scoring its final "
+        "state with the hidden tests credits that work (the book's default for coding)",
+        effect="share of groups with no learning signal (all rewards equal), last quarter, zero "
+        "minus final-state scoring",
+        cause="no truncated episode's final state passed, so both rules scored every episode 0",
+    ),
+    arms_figure(
+        [
+            ("final_state_pass", "final state passes hidden tests"),
+            ("reward", "training reward per episode"),
+            ("degenerate_frac", "share of groups with no signal"),
+        ],
+        "Problem 13: truncation scored 0 or by the final state, 3-call budget",
+    ),
+)

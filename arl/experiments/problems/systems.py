@@ -193,31 +193,52 @@ def _flat(gaps: list[np.ndarray]) -> np.ndarray:
 def draw_17(per_seed: list[dict], path: Path) -> None:
     fig, (ax,) = new_figure(1, width=6.0)
     bins = np.logspace(-9, 2, 45)
-    for name, label in (("token_in_token_out", "token in, token out"),
-                        ("retokenized_text", "retokenized text")):  # fmt: skip
+    for name, label in (
+        ("token_in_token_out", "token in, token out"),
+        ("retokenized_text", "retokenized text"),
+    ):
         flat = np.array([g for r in per_seed for g in r["gaps"][name]]) + 1e-9
         ax.hist(flat, bins=bins, alpha=0.6, label=label)
-    ax.set(xscale="log", xlabel="|trainer log-prob - sampler log-prob| per policy token (nats)",
-           ylabel="policy tokens (all seeds)")  # fmt: skip
+    ax.set(
+        xscale="log",
+        xlabel="|trainer log-prob - sampler log-prob| per policy token (nats)",
+        ylabel="policy tokens (all seeds)",
+    )
     ax.legend(fontsize=7)
-    save_figure(path, fig, f"Problem 17: log-prob gap, token in/out against text "
-                f"({seeds_label(per_seed, pooled=True)})")  # fmt: skip
+    save_figure(
+        path,
+        fig,
+        f"Problem 17: log-prob gap, token in/out against text "
+        f"({seeds_label(per_seed, pooled=True)})",
+    )
 
 
-PROBLEM_16 = Problem(problem_16, Claim(
-    book="with 2-step staleness the sampler mu is off pi_prox (recomputing old_logp hides it); "
-         "the truncated weight min(pi_prox/mu, C) corrects it, and the capped share is the "
-         "metric to watch",
-    effect="k3 KL(mu || pi_prox) per token, last quarter, staleness 2 minus on-policy (nats)",
-    cause="two optimizer steps at this learning rate barely move the policy, so mu and "
-          "pi_prox agree to rounding",
-), arms_figure([("pass_rate", "hidden pass rate"),
-                ("kl/mu_k3", "k3 KL(mu || pi_prox) per token (nats)"),
-                ("capped_frac", "share of tokens at the cap C=2")],
-               "Problem 16: staleness 2 with and without the importance weight"))  # fmt: skip
-PROBLEM_17 = Problem(problem_17, Claim(
-    book="stored as text and retokenized, some trajectories show log-prob gaps above 5 nats: "
-         "the trainer scores ids the sampler never produced; token in, token out does not",
-    effect="mean |log-prob gap| per policy token, retokenized text minus token in/out (nats)",
-    cause="the text round trip reproduced the sampled ids exactly",
-), draw_17)  # fmt: skip
+PROBLEM_16 = Problem(
+    problem_16,
+    Claim(
+        book="with 2-step staleness the sampler mu is off pi_prox (recomputing old_logp hides it); "
+        "the truncated weight min(pi_prox/mu, C) corrects it, and the capped share is the "
+        "metric to watch",
+        effect="k3 KL(mu || pi_prox) per token, last quarter, staleness 2 minus on-policy (nats)",
+        cause="two optimizer steps at this learning rate barely move the policy, so mu and "
+        "pi_prox agree to rounding",
+    ),
+    arms_figure(
+        [
+            ("pass_rate", "hidden pass rate"),
+            ("kl/mu_k3", "k3 KL(mu || pi_prox) per token (nats)"),
+            ("capped_frac", "share of tokens at the cap C=2"),
+        ],
+        "Problem 16: staleness 2 with and without the importance weight",
+    ),
+)
+PROBLEM_17 = Problem(
+    problem_17,
+    Claim(
+        book="stored as text and retokenized, some trajectories show log-prob gaps above 5 nats: "
+        "the trainer scores ids the sampler never produced; token in, token out does not",
+        effect="mean |log-prob gap| per policy token, retokenized text minus token in/out (nats)",
+        cause="the text round trip reproduced the sampled ids exactly",
+    ),
+    draw_17,
+)

@@ -196,5 +196,3 @@ def checkpoint_extra(path: str | Path) -> dict:
     if (path / EXTRA_FILE).is_file():
         return read_json(path / EXTRA_FILE)
     return read_meta(path)
-
-

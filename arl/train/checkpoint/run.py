@@ -197,8 +197,11 @@ def restore(out: Path, model: TinyAgent, s: LoopState, config: PGConfig, allow_c
         return
     ckpt = checkpoint_dirs(out)[-1]
     good = [p for p in checkpoints(out) if p != ckpt]
-    back = (f"; the last good checkpoint is {good[-1]}: remove {ckpt} to resume from it"
-            if good else "; there is no good checkpoint before it")  # fmt: skip
+    back = (
+        f"; the last good checkpoint is {good[-1]}: remove {ckpt} to resume from it"
+        if good
+        else "; there is no good checkpoint before it"
+    )
     if not (ckpt / STATE_FILE).is_file():
         raise ArlError(f"resume: {ckpt} is damaged (no {STATE_FILE}){back}")
     try:
@@ -219,8 +222,8 @@ def restore(out: Path, model: TinyAgent, s: LoopState, config: PGConfig, allow_c
         group["lr"], group["weight_decay"] = config.lr, config.weight_decay
     s.queue, s.cooldown = deque(st["queue"]), dict(st["cooldown"])
     s.step = st["step"]
-    s.entropy_coef = config.entropy_coef if "entropy_coef" in st["changed"] else float(
-        st["entropy_coef"]
+    s.entropy_coef = (
+        config.entropy_coef if "entropy_coef" in st["changed"] else float(st["entropy_coef"])
     )
 
 
