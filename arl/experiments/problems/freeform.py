@@ -130,7 +130,9 @@ PROBLEM_14 = Problem(
             Claim(
                 book="helpful errors raise the edit-apply rate",
                 effect="apply rate over the run, helpful minus terse errors",
-                cause="the policy did not learn from the error's text within the steps run",
+                cause="a failed edit is rarely followed by another: RL from the weak base makes "
+                "about one replace per episode (0.7-1.0) in both arms, so what the error says is "
+                "rarely read, and RL did not learn to retry within the steps run",
             ),
         ),
         (
@@ -139,7 +141,8 @@ PROBLEM_14 = Problem(
                 book="an SFT cold start on valid edit trajectories removes the format bottleneck",
                 effect="apply rate over the run after the SFT cold start (near 1: above 0.9)",
                 threshold=0.9,
-                cause="the cold start's edits do not quote the listing exactly",
+                cause="the cold start's replaces apply in 83-95% of episodes, far above the weak "
+                "base's RL (0.1-0.5), but about one in ten still misquotes the function's line",
             ),
         ),
         (
