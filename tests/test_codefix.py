@@ -166,19 +166,28 @@ def test_no_shortcut_without_reading(split):
     assert unskilled >= 0.08 and rate("oracle") == 1.0
 
 
-def test_the_policy_never_sees_the_hidden_tests(monkeypatch):
-    seen = []
-    real = grade.run
-
-    def spy(source, function, cases, kind):
-        seen.append([c.name for c in cases])
-        return real(source, function, cases, kind)
-
-    monkeypatch.setattr(grade, "run", spy)
-    scripted_rollout("oracle", _first("range"), seed=1)
-    assert seen[0] == ["test_0", "test_1", "test_2"]  # `test`: the public tests only
-    assert seen[-1][:3] == ["public_0", "public_1", "public_2"] and "hidden_0" in seen[-1]
-    assert all(not any(n.startswith("hidden") for n in s) for s in seen[:-1])
+def test_the_policy_never_sees_the_hidden_tests():
+    """`test` runs every test (the final grading of the same module is then a cache hit) and
+    shows only the public ones: a module that passes the public tests and fails hidden ones is
+    answered "passed 3 of 3", and nothing of a hidden test is in any observation."""
+    task = _first("range")
+    env = _env(task.name, config=CodeFixConfig(reward="public"))
+    head = env.source.splitlines()[0]
+    param = head.split("(")[1].split(",")[0].rstrip("):")
+    cases = "".join(
+        f"\n    if {param} == {list(c.args[0])!r}:\n        return {c.expected!r}"
+        for c in task.public
+    )
+    env.step(TextCall(replace_text(head, head + cases), True))
+    obs = env.step(["test", END])[0]
+    assert obs.words == ("passed", "3", "of", "3", "pass", "pass", "pass")
+    assert "hidden" not in obs.text and obs.text.splitlines()[1:] == [
+        "test_0: pass",
+        "test_1: pass",
+        "test_2: pass",
+    ]
+    out = env.step(["submit", END])[4]
+    assert out.public_pass and not out.hidden_pass  # the hidden tests did run, unseen
 
 
 def test_policy_code_runs_in_the_sandbox_not_here(tmp_path):

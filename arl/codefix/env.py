@@ -19,6 +19,7 @@ import ast
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from arl.codefix import grade
@@ -48,7 +49,7 @@ from arl.errors import ArlError
 from arl.gym.exploits import is_hardcoded
 from arl.gym.families import ACCUMULATORS
 from arl.gym.grammar import identifier_pieces
-from arl.sandbox import Verdict
+from arl.sandbox import CaseResult, Verdict
 from arl.types import Observation, Outcome, TextCall
 
 ERRORS = ("helpful", "terse")
@@ -168,9 +169,9 @@ class CodeFixEnv(TurnLoop):
         if call.tool == "read":
             self.did_read = True
             return _observe(texts(listing(self.source)), self.source), False
-        if call.tool == "test":
-            cases = grade.cases_of(self.task.public, "test")
-            return _test_answer(self._run(cases)), False
+        if call.tool == "test":  # every test runs, only the public ones are shown: the final
+            verdict = self._run(self._cases())  # grading of the same module is then cached
+            return _test_answer(verdict.results[: len(self.task.public)]), False
         if call.tool == "submit":
             return _observe(["submitted"]), True
         self.edits += 1
@@ -184,6 +185,12 @@ class CodeFixEnv(TurnLoop):
             return _observe(["ok"]), False
         return _observe(["ok", "syntax_error"], "ok, but the file no longer parses"), False
 
+    def _cases(self):
+        """The task's public tests, then its hidden ones, as sandbox cases."""
+        return grade.cases_of(self.task.public, "public") + grade.cases_of(
+            self.task.hidden, "hidden"
+        )
+
     def _run(self, cases) -> Verdict:
         verdict = grade.run(self.source, self.task.name, cases, self.kind)
         self.flags.update(verdict.flags)
@@ -191,13 +198,11 @@ class CodeFixEnv(TurnLoop):
 
     def finish(self, submitted: bool) -> CodeFixOutcome:
         """Grade the final module on every test in a clean room: the episode's Outcome."""
-        public = grade.cases_of(self.task.public, "public")
-        hidden = grade.cases_of(self.task.hidden, "hidden")
-        verdict = self._run(public + hidden)
+        verdict = self._run(self._cases())
         ok = [r.status == "pass" for r in verdict.results]
-        pub, hid = ok[: len(public)], ok[len(public) :]
+        pub, hid = ok[: len(self.task.public)], ok[len(self.task.public) :]
         infra = verdict.infra_error is not None
-        hacked = is_hardcoded(self.source) or bool(self.flags & set(HACK_FLAGS))
+        hacked = _hardcoded(self.source) or bool(self.flags & set(HACK_FLAGS))
         scored = (submitted or self.config.truncation == "score") and not infra
         fraction = sum(hid) / len(hid)
         score = self.config.score(hid, pub, scored, hacked)
@@ -227,6 +232,12 @@ class CodeFixEnv(TurnLoop):
         )
 
 
+@lru_cache(maxsize=20_000)
+def _hardcoded(source: str) -> bool:
+    return is_hardcoded(source)
+
+
+@lru_cache(maxsize=20_000)
 def _parses(source: str) -> bool:
     try:
         ast.parse(source)
@@ -235,13 +246,15 @@ def _parses(source: str) -> bool:
     return True
 
 
-def _test_answer(verdict: Verdict) -> Observation:
-    """Per-test results: `passed K of N` and each test's status (text: with its detail)."""
-    rs = verdict.results
+def _test_answer(rs: Sequence[CaseResult]) -> Observation:
+    """Per-test results of the public tests: `passed K of N` and each test's status (text:
+    test_K: status, with its detail)."""
     k = sum(r.status == "pass" for r in rs)
     words = ["passed", number_word(k), "of", number_word(len(rs)), *(r.status for r in rs)]
     lines = [f"passed {k} of {len(rs)}"]
-    lines += [f"{r.name}: {r.status}" + (f" ({r.detail})" if r.detail else "") for r in rs]
+    lines += [
+        f"test_{i}: {r.status}" + (f" ({r.detail})" if r.detail else "") for i, r in enumerate(rs)
+    ]
     return _observe(words, "\n".join(lines))
 
 

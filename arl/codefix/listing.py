@@ -16,6 +16,7 @@ import io
 import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from arl.text import NUM, SPECIALS, UNK
 
@@ -54,8 +55,10 @@ def _pieces(text: str, start: int, line: int) -> list[Word]:
     return out
 
 
-def listing(source: str) -> list[Word]:
-    """The words of a source with their spans; a source that does not tokenize ends in <unk>."""
+@lru_cache(maxsize=20_000)
+def listing(source: str) -> tuple[Word, ...]:
+    """The words of a source with their spans; a source that does not tokenize ends in <unk>.
+    Cached: an RL batch reads and edits the same modules again and again."""
     starts = [0]
     for ln in source.splitlines(keepends=True):
         starts.append(starts[-1] + len(ln))
@@ -75,7 +78,7 @@ def listing(source: str) -> list[Word]:
     except (tokenize.TokenError, IndentationError, SyntaxError):
         end = len(source)
         words.append(Word(UNK, end, end, len(starts) - 1))
-    return words
+    return tuple(words)
 
 
 def texts(words: Sequence[Word]) -> list[str]:
