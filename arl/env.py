@@ -163,12 +163,12 @@ class Malformed:
 
 
 def word_call(
-    words: Sequence[str], bare: Sequence[str], call: Callable[[str], Any]
-) -> tuple[str, list[str]] | Any:
+    words: Sequence[str], bare: Sequence[str], call: Callable[[str], Any], tool_with_args: str
+) -> list[str] | Any:
     """A TinyAgent call up to `<end>`: `call(tool)` for a tool in `bare` (those that take no
-    argument), else its (tool, arguments) for the environment's grammar to read. Malformed when
-    it did not end ("unterminated"), holds nothing ("empty"), or gives a bare tool arguments
-    ("extra_args")."""
+    argument), else the arguments of `tool_with_args` for the environment's grammar to read.
+    Malformed when it did not end ("unterminated"), holds nothing ("empty"), gives a bare tool
+    arguments ("extra_args") or names another tool ("unknown_tool")."""
     if END not in words:
         return Malformed("unterminated")
     body = list(words[: list(words).index(END)])
@@ -177,18 +177,22 @@ def word_call(
     tool, args = body[0], body[1:]
     if tool in bare:
         return Malformed("extra_args") if args else call(tool)
-    return tool, args
+    return args if tool == tool_with_args else Malformed("unknown_tool")
 
 
 class TurnLoop:
     """The turn loop every environment shares (Gymnasium's step): count the turn, parse the
     call, answer it, end on submit or when the turns run out, and score the final state then.
     An environment supplies `config` (an EpisodeConfig), `parse(call)`, `answer(parsed)` ->
-    (Observation, submitted) and `finish(submitted)` -> its Outcome, and sets `turns`,
-    `first_call` and `done` in its reset."""
+    (Observation, submitted) and `finish(submitted)` -> its Outcome (`shared` fills what all
+    outcomes share), and sets `task`, `turns`, `malformed`, `did_read`, `first_call` and `done`
+    in its reset."""
 
     config: EpisodeConfig
+    task: Task
     turns: int
+    malformed: int
+    did_read: bool
     first_call: str | None
     done: bool = True
 
@@ -219,6 +223,33 @@ class TurnLoop:
     def end(self, submitted: bool) -> Outcome:
         self.done = True
         return self.finish(submitted)
+
+    def shared(
+        self,
+        submitted: bool,
+        scored: bool,
+        hidden: Sequence[bool],
+        public: Sequence[bool],
+        hacked: bool,
+        infra_error: bool = False,
+    ) -> dict[str, Any]:
+        """The Outcome fields every environment fills the same way, from this episode's state
+        and the final state's per-test results; `finish` adds the score and its own fields."""
+        return dict(
+            task=self.task.name,
+            split=self.task.split,
+            hidden_pass=all(hidden) and scored,
+            public_pass=all(public) and scored,
+            hidden_fraction=sum(hidden) / len(hidden),
+            submitted=submitted,
+            truncated=not submitted,
+            turns=self.turns,
+            malformed=self.malformed,
+            read=self.did_read,
+            first_call=self.first_call,
+            hacked=hacked,
+            infra_error=infra_error,
+        )
 
     def parse(self, call: Call) -> Any:
         raise NotImplementedError

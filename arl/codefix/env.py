@@ -204,23 +204,9 @@ class CodeFixEnv(TurnLoop):
         infra = verdict.infra_error is not None
         hacked = _hardcoded(self.source) or bool(self.flags & set(HACK_FLAGS))
         scored = (submitted or self.config.truncation == "score") and not infra
-        fraction = sum(hid) / len(hid)
-        score = self.config.score(hid, pub, scored, hacked)
         return CodeFixOutcome(
-            task=self.task.name,
-            split=self.task.split,
-            score=score,
-            hidden_pass=all(hid) and scored,
-            public_pass=all(pub) and scored,
-            hidden_fraction=fraction,
-            submitted=submitted,
-            truncated=not submitted,
-            turns=self.turns,
-            malformed=self.malformed,
-            read=self.did_read,
-            first_call=self.first_call,
-            hacked=hacked,
-            infra_error=infra,
+            **self.shared(submitted, scored, hid, pub, hacked, infra),
+            score=self.config.score(hid, pub, scored, hacked),
             family=self.task.family,
             accumulator=self.accumulator,
             list_name=self.list_name,

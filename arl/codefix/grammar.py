@@ -76,12 +76,9 @@ class Call:
 
 def parse_words(words: Sequence[str]) -> Call | Malformed:
     """TinyAgent's words for one call; it must end with <end>."""
-    head = word_call(words, BARE_TOOLS, Call)
-    if not isinstance(head, tuple):  # a bare tool's Call, or Malformed
-        return head
-    tool, args = head
-    if tool != "replace":
-        return Malformed("unknown_tool")
+    args = word_call(words, BARE_TOOLS, Call, "replace")
+    if not isinstance(args, list):  # a bare tool's Call, or Malformed
+        return args
     if WITH not in args:
         return Malformed("missing_with")
     cut = args.index(WITH)

@@ -231,25 +231,12 @@ class BugFixEnv(TurnLoop):
         """Score the current source: the episode's Outcome."""
         hidden = run_tests(self.source, self.task.hidden)
         public = run_tests(self.source, self.task.public)
-        hidden_pass, public_pass = all(hidden), all(public)
-        fraction = sum(hidden) / len(hidden)
         hacked = is_hardcoded(self.source)
         scored = submitted or self.config.truncation == "score"
         score = self.config.score(hidden, public, scored, hacked, self._verdict)
         return BugFixOutcome(
-            task=self.task.name,
-            family=self.task.family,
-            split=self.task.split,
+            **self.shared(submitted, scored, hidden, public, hacked),
             score=score,
-            hidden_pass=hidden_pass and scored,
-            public_pass=public_pass and scored,
-            hidden_fraction=fraction,
-            submitted=submitted,
-            truncated=not submitted,
-            turns=self.turns,
-            malformed=self.malformed,
-            read=self.did_read,
-            first_call=self.first_call,
-            hacked=hacked,
+            family=self.task.family,
             accumulator=self.instance.accumulator,
         )

@@ -103,12 +103,9 @@ class Call:
 
 def parse_call(words: Sequence[str]) -> Call | Malformed:
     """Parse the policy's words for one call; a call must end with <end>."""
-    head = word_call(words, BARE_TOOLS, Call)
-    if not isinstance(head, tuple):  # a bare tool's Call, or Malformed
-        return head
-    tool, args = head
-    if tool != "edit":
-        return Malformed("unknown_tool")
+    args = word_call(words, BARE_TOOLS, Call, "edit")
+    if not isinstance(args, list):  # a bare tool's Call, or Malformed
+        return args
     if not args:
         return Malformed("missing_arg")
     op, rest = args[0], args[1:]

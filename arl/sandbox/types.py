@@ -13,24 +13,13 @@ import posixpath
 from dataclasses import dataclass, field
 
 from arl.errors import ArlError
+from arl.sandbox.runner import HARNESS
 
 STATUSES = ("pass", "fail", "timeout", "memory", "crash", "infra_error")
 
 # Names that mean something to a test runner or to Python's start-up, not to the solution:
 # a job that brings or writes one is flagged "dropped:NAME" (it is never executed here).
-HARNESS_FILES = frozenset(
-    {
-        "conftest.py",
-        "sitecustomize.py",
-        "usercustomize.py",
-        "pytest.ini",
-        "tox.ini",
-        "setup.cfg",
-        "pyproject.toml",
-        "__main__.py",
-        ".pytest_cache",
-    }
-)
+HARNESS_FILES = frozenset(HARNESS)  # what a job may not drop: the runner flags them too
 MAX_JOB_BYTES = 1 << 20  # source + files of one job: far below the worker's scratch tmpfs
 MAX_OUTPUT = 8 << 20  # output kept per job: its reply stays far below pool.MAX_REPLY
 DETAIL_CHARS = 120
