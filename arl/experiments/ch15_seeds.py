@@ -49,7 +49,7 @@ def resume_state(out: Path, cfg: Ch15Config, quick: bool) -> dict[int, dict]:
         runs = {int(R["seed"]): R for R in saved["runs"]}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ArlError(
-            f"{partial} is unreadable ({type(e).__name__}); pass --overwrite to start again"
+            f"{partial} is unreadable ({missing(e)}); pass --overwrite to start again"
         ) from None
     if not same:
         hint = "pass --overwrite to start again"
