@@ -120,3 +120,19 @@ def test_a_checkpoint_is_discarded_by_a_rename_first(tmp_path, monkeypatch):
         checkpoint.discard(ckpt)
     assert not ckpt.exists() and checkpoint.checkpoint_dirs(tmp_path) == []
     assert [p.name for p in tmp_path.iterdir()] == [".tmp-gone-ckpt-000001"]
+
+
+def test_a_metrics_log_record_without_its_step_is_refused_on_resume(tmp_path):
+    """A record whose `step` was deleted used to be dropped in silence when a resume kept the
+    log's rows; now the resume names it."""
+    import json
+
+    tasks = tasks_for("train")[:4]
+    train_pg(_model(), PGConfig(steps=2, out=str(tmp_path), **SMALL), tasks, steps=1)
+    log = tmp_path / "metrics.jsonl"
+    rows = [json.loads(x) for x in log.read_text().splitlines()]
+    del rows[0]["step"]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    resume = PGConfig(steps=2, out=str(tmp_path), resume=True, **SMALL)
+    with pytest.raises(ArlError, match="metrics.jsonl: record 1 has no step"):
+        train_pg(_model(), resume, tasks)

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from arl.env import SPLITS, get_environment
+from arl.errors import ArlError
 from arl.eval.metrics import environment_summary, graded, run_policy
 from arl.logging_bridge import Sink, scalars
 from arl.model import TinyAgent
@@ -111,7 +112,11 @@ def kept_metrics(path: Path, start: int, config: PGConfig, steps: int) -> list[d
     """
     if not start or not path.exists():
         return []
-    rows = [r for r in read_jsonl(path) if isinstance(r.get("step"), int) and r["step"] <= start]
+    rows = read_jsonl(path)
+    for i, r in enumerate(rows, start=1):
+        if not isinstance(r.get("step"), int) or isinstance(r["step"], bool):
+            raise ArlError(f"{path}: record {i} has no step; the log was edited or damaged")
+    rows = [r for r in rows if r["step"] <= start]
     regular = config.eval_every and start % config.eval_every == 0
     return [r for r in rows if r["step"] < start or "reward" in r or regular or start == steps]
 
