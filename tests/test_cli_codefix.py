@@ -175,3 +175,23 @@ def test_show_renders_a_codefix_episode(cli):
 def test_allow_unsandboxed_belongs_to_codefix(cli):
     code, _, err = cli("eval", "oracle", "--allow-unsandboxed", "--samples", "1")
     assert code == 2 and "bugfix environment runs no sandbox" in err
+
+
+def test_the_checkpoint_hint_names_the_environment(cli, tmp_path, init):
+    out = tmp_path / "run"
+    code, stdout, err = cli(
+        "train",
+        "pg",
+        "--init",
+        init,
+        "--env",
+        "codefix",
+        "--quiet",
+        *SMALL,
+        "--set",
+        "steps=1",
+        "--set",
+        f"out={out}",
+    )
+    assert code == 0, err
+    assert f"arl eval {out}/ckpt-000001 --env codefix" in " ".join(stdout.split())

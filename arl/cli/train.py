@@ -210,6 +210,7 @@ def cmd_pg(args: argparse.Namespace) -> int:
         )
     if ckpts:
         how = f"arl eval --model {ckpts[-1]}" if args.model else f"arl eval {ckpts[-1]}"
+        how += f" --env {config.env.name}" if config.env.name != "bugfix" else ""
         console.print(f"checkpoint: {ckpts[-1]} ({how})")
     return 0
 
