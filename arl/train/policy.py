@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from arl.env import NAMES
 from arl.errors import ArlError
 from arl.model import TinyAgent
 from arl.rollout import vocab_of
@@ -43,9 +44,11 @@ def check_vocab(model: TinyAgent, spec: str, env: str = "bugfix") -> TinyAgent:
     something else."""
     size = len(vocab_of(env))
     if model.config.vocab_size != size:
+        other = [n for n in NAMES if n != env and len(vocab_of(n)) == model.config.vocab_size]
+        hint = f" (it speaks {other[0]}'s: --env {other[0]})" if other else ""
         raise ArlError(
             f"checkpoint {spec}: vocabulary size {model.config.vocab_size} "
-            f"does not match the {env} environment's {size}"
+            f"does not match the {env} environment's {size}{hint}"
         )
     return model
 
