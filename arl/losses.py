@@ -215,11 +215,13 @@ def ppo_token_loss(
 
     loss_t = min(pi_prox / mu, C) * surrogate_t + beta * KL_t(pi || ref) - coef * H_t, where
     surrogate_t is PPO's clipped -min(r A, clip(r) A) with r = pi / pi_prox (or -r A with
-    clip off), every token carrying its episode's advantage A. The KL term is added only when
+    clip off), every token carrying its episode's advantage A (adv_B (B,)), or its own
+    (adv_B (B, T): on-policy distillation's per-token advantage). The KL term is added only when
     ref_logp_BT is given, the entropy bonus only when entropy_coef is nonzero. Returns the
     loss (B, T), and bool (B, T) masks of the clipped and the importance-capped tokens.
     """
-    adv_BT = adv_B[:, None].expand_as(logp_BT)  # (B, T): each token gets its episode's A
+    # (B, T): each token gets its episode's A, or its own when adv_B is already per token
+    adv_BT = adv_B if adv_B.dim() == 2 else adv_B[:, None].expand_as(logp_BT)
     if clip:
         loss_BT, clipped_BT = clipped_surrogate(logp_BT, prox_logp_BT, adv_BT, clip_low, clip_high)
     else:
@@ -233,6 +235,28 @@ def ppo_token_loss(
     if entropy_coef:
         loss_BT = loss_BT - entropy_coef * entropy_BT
     return loss_BT, clipped_BT, capped_BT
+
+
+def distill_advantages(
+    teacher_logp_BT: torch.Tensor,
+    student_logp_BT: torch.Tensor,
+    mask_BT: torch.Tensor,
+    discount: float = 0.0,
+) -> torch.Tensor:
+    """On-policy distillation's per-token advantage (B, T): sg[log pi_teacher - log
+    pi_student] of each sampled policy token, 0 on every other token; with `discount` g > 0,
+    each policy token also gets g^k times the k-th next policy token's (environment tokens
+    between them are not steps). A teacher that agrees with the student gives 0 everywhere."""
+    delta_BT = (teacher_logp_BT - student_logp_BT).detach() * mask_BT  # (B, T)
+    if not discount:
+        return delta_BT
+    out_BT = torch.zeros_like(delta_BT)
+    acc_B = torch.zeros(delta_BT.size(0), dtype=delta_BT.dtype)  # (B,) the discounted sum
+    for t in range(delta_BT.size(1) - 1, -1, -1):  # from the last token back
+        on_B = mask_BT[:, t] > 0
+        acc_B = torch.where(on_B, delta_BT[:, t] + discount * acc_B, acc_B)
+        out_BT[:, t] = torch.where(on_B, acc_B, torch.zeros_like(acc_B))
+    return out_BT
 
 
 def entropy_controller(coef: float, entropy: float, target: float, lr: float) -> float:

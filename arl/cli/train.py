@@ -104,7 +104,8 @@ def progress_bar(enabled: bool, steps: int) -> Iterator[Callable[[dict], None] |
                     f"gap {r['public_hidden_gap']:+.2f} H {r['entropy']:.2f} "
                     f"degen {r['degenerate_frac']:.2f} clip {r['clip_frac']:.2f} "
                     f"cap {r['capped_frac']:.2f} |g| {r['grad_norm']:.2f}"
-                ),
+                )
+                + (f" teacher KL {r['teacher_kl']:.3f}" if "teacher_kl" in r else ""),
             )
 
         yield update
@@ -147,6 +148,43 @@ def cmd_sweep(args: argparse.Namespace, values: dict) -> int:
 
 
 def cmd_pg(args: argparse.Namespace) -> int:
+    values = read_config_file(args.config) if args.config else {}
+    values = merge(parse_overrides(env_pairs(args), values), given_values(args))
+    values.setdefault("out", "runs/pg")
+    if args.sweep:
+        return cmd_sweep(args, values)
+    return run_pg(args, values, "train pg", hf_teacher=bool(args.model))
+
+
+def cmd_distill(args: argparse.Namespace) -> int:
+    """`arl train distill`: PG's loop with the teacher's per-token advantage
+    (arl.train.distill's defaults under --config and --set)."""
+    from arl.train.distill import DISTILL_DEFAULTS
+
+    values = read_config_file(args.config) if args.config else {}
+    values = merge(parse_overrides(env_pairs(args), DISTILL_DEFAULTS | values), given_values(args))
+    values.setdefault("out", "runs/distill")
+    values["teacher"] = args.teacher or args.teacher_model
+    return run_pg(args, values, "train distill", hf_teacher=args.teacher_model is not None)
+
+
+def load_teacher(config: PGConfig, args: argparse.Namespace, hf: bool):
+    """The frozen teacher of config.teacher: a transformers model (hf) or a TinyAgent policy
+    spec, on the student's device; errors name the flag."""
+    from arl.train.policy import load_any
+
+    flag = "--teacher-model" if hf else "--teacher"
+    try:
+        if hf:
+            return load_any(None, config.teacher, config.seed, args.device, args.dtype)
+        return load_any(config.teacher, None, config.seed, args.device, "float32", config.env.name)
+    except ArlError as e:
+        raise ArlError(f"{flag}: {e}") from None
+
+
+def run_pg(args: argparse.Namespace, values: dict, command: str, hf_teacher: bool) -> int:
+    """One PG (or distillation) run from the merged config values: claim the folder, load
+    the policy (and the teacher), train with progress, print where the checkpoint went."""
     from rich.console import Console
 
     from arl.experiments.problems.common import set_threads
@@ -156,11 +194,6 @@ def cmd_pg(args: argparse.Namespace) -> int:
     from arl.train.pg import OWNED, train_pg
 
     set_threads()
-    values = read_config_file(args.config) if args.config else {}
-    values = merge(parse_overrides(env_pairs(args), values), given_values(args))
-    values.setdefault("out", "runs/pg")
-    if args.sweep:
-        return cmd_sweep(args, values)
     config = make_config(values)
     allow = parse_allow_change(args.allow_change)
     if not config.out:
@@ -171,24 +204,33 @@ def cmd_pg(args: argparse.Namespace) -> int:
     environment.make(environment.tasks("train")[0], config.env)
     hint = ", or --set resume=true to continue it"
     with claim_output_dir(  # before the (possibly long) loading of the starting policy
-        config.out, "train pg", OWNED, overwrite=args.overwrite, reuse=config.resume, hint=hint
+        config.out, command, OWNED, overwrite=args.overwrite, reuse=config.resume, hint=hint
     ):
         # the sink first: a missing package is refused before a long load of the policy
-        sink = make_sink(args.report_to, config.out, "train pg", asdict(config))
+        sink = make_sink(args.report_to, config.out, command, asdict(config))
         try:
             args.env = config.env.name
             if args.model or args.device != "cpu":
                 model = policy_from(args, config.seed)
             else:
                 model = load_init(args.init, config.seed, config.env.name)
+            teacher = load_teacher(config, args, hf_teacher) if config.teacher_weight else None
             console = Console()
+            taught = f", taught by {config.teacher}" if teacher is not None else ""
             console.print(
-                f"arl train pg: {model.num_params():,} parameters from {args.model or args.init}; "
-                f"{config.steps} steps x {config.episodes_per_step} episodes -> {config.out}"
+                f"arl {command}: {model.num_params():,} parameters from {args.model or args.init}; "
+                f"{config.steps} steps x {config.episodes_per_step} episodes{taught} "
+                f"-> {config.out}"
             )
             with progress_bar(not args.quiet, config.steps) as bar:
                 history = train_pg(
-                    model, config, progress=bar, allow_change=allow, claimed=True, sink=sink
+                    model,
+                    config,
+                    progress=bar,
+                    allow_change=allow,
+                    claimed=True,
+                    sink=sink,
+                    teacher=teacher,
                 )
         finally:
             if sink is not None:
@@ -223,14 +265,12 @@ SET_HELP = (
 )
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add `train` to the `arl` parser."""
-    p = sub.add_parser("train", help="train a policy")
-    ts = p.add_subparsers(dest="recipe", required=True, parser_class=type(p))
-    g = ts.add_parser("pg", help="policy gradient (PPO-style, every Appendix B knob)")
+def add_pg_flags(g: argparse.ArgumentParser, keys_help: str) -> None:
+    """The flags `train pg` and `train distill` share: the config, the starting policy and
+    environment, where it runs, and the run folder's handling."""
     g.add_argument("--config", help="a JSON file of PGConfig fields (see examples/pg.json)")
     add_set_flag(g, pg_keys, unknown_key, SET_HELP)
-    add_keys_flag(g, pg_keys, "list every --set key: its default, kind and meaning, and exit")
+    add_keys_flag(g, pg_keys, keys_help)
     g.add_argument(
         "--init",
         default="cold",
@@ -268,6 +308,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "wandb (offline unless WANDB_MODE is set)",
     )
     g.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `train` to the `arl` parser."""
+    p = sub.add_parser("train", help="train a policy")
+    ts = p.add_subparsers(dest="recipe", required=True, parser_class=type(p))
+    g = ts.add_parser("pg", help="policy gradient (PPO-style, every Appendix B knob)")
+    add_pg_flags(g, "list every --set key: its default, kind and meaning, and exit")
     g.add_argument(
         "--sweep",
         metavar="KEY=V1,V2,...",
@@ -276,4 +324,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--workers", type=int_in(1, 64), default=None, help="sweep processes")
     add_ray_flag(g)
     g.set_defaults(func=cmd_pg)
+    d = ts.add_parser(
+        "distill",
+        help="on-policy distillation: the student samples, a frozen teacher scores each token",
+        description="PG's loop (every --set key of train pg) with each sampled token's "
+        "advantage sg[log pi_teacher - log pi_student]; defaults teacher_weight=1, "
+        "reward_weight=0 (no environment reward), filter_cooldown=0.",
+    )
+    add_pg_flags(d, "list every --set key (train pg's), and exit")
+    who = d.add_mutually_exclusive_group(required=True)
+    who.add_argument(
+        "--teacher", metavar="CKPT", help="a TinyAgent teacher: a checkpoint, or cold / weak"
+    )
+    who.add_argument(
+        "--teacher-model",
+        metavar="PATH",
+        help="a transformers teacher with the --model student's tokenizer",
+    )
+    d.set_defaults(func=cmd_distill)
     recipes.register(ts)

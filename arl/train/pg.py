@@ -38,7 +38,7 @@ from arl.losses import (
 )
 from arl.model import TinyAgent
 from arl.runio import claim_output_dir
-from arl.train import checkpoint
+from arl.train import checkpoint, distill
 from arl.train.checkpoint import LoopState
 from arl.train.common import Hook, frozen_logprobs, hook_due, make_optimizer, optimizer_step
 from arl.train.pg_config import PGConfig
@@ -169,7 +169,7 @@ def update(model, batch, adv_B, prox, ref_logp, config: PGConfig, s: LoopState, 
     """epochs x minibatches optimizer steps on one batch; their stats and gradient norms."""
     stats: list[dict[str, float]] = []
     norms: list[float] = []
-    B = adv_B.numel()
+    B = adv_B.shape[0]  # adv_B: (B,) an advantage per episode, or (B, T) per token
     for _ in range(config.epochs):
         order = list(range(B))
         if config.minibatches > 1:
@@ -209,6 +209,7 @@ class StepContext:
     config: PGConfig  # the run's settings
     collate_fn: Collate  # trajectories -> the batch the loss sees
     rollouts: Rollouts  # where the groups are sampled: this process or Ray workers
+    teacher: TinyAgent | None = None  # on-policy distillation's frozen teacher (arl.train.distill)
 
 
 def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
@@ -248,7 +249,17 @@ def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
         kl_B = (kl_to_reference(prox, ref_logp, config.kl) * batch.action_mask).sum(1)
         rewards_NG = rewards_NG - config.kl_beta * kl_B.view_as(rewards_NG)
     adv_NG = advantages(rewards_NG, config, graded_mask(groups))
-    stats, norms = update(model, batch, adv_NG.flatten(), prox, ref_logp, config, s, step)
+    adv = adv_NG.flatten()  # (B,) each episode's advantage
+    if config.reward_weight != 1.0:
+        adv = config.reward_weight * adv
+    if run.teacher is not None:  # (B, T): each policy token's, with the teacher's added
+        adv, extra_t = distill.teacher_advantages(run.teacher, batch, adv_NG.flatten(), config)
+        extra |= extra_t | {
+            "teacher_pass_rate": distill.teacher_pass(
+                run.teacher, chosen, config, seed=config.seed * 100_003 + step
+            )
+        }
+    stats, norms = update(model, batch, adv, prox, ref_logp, config, s, step)
     u = update_metrics(stats, norms, config.minibatches)
     if config.target_entropy:
         s.entropy_coef = entropy_controller(
@@ -257,7 +268,8 @@ def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
     if s.ref is not None and config.ref_reset_every and step % config.ref_reset_every == 0:
         s.ref.load_state_dict(model.state_dict())
     t2 = time.perf_counter()
-    nonzero = {chosen[i].name for i in range(len(groups)) if bool(adv_NG[i].abs().max() > 0)}
+    signal_N = adv.abs().reshape(len(groups), -1).amax(1)  # (N,) each group's largest |A|
+    nonzero = {chosen[i].name for i in range(len(groups)) if bool(signal_N[i] > 0)}
     return {
         "step": step,
         **rollout_metrics(trajs, config),
@@ -287,6 +299,7 @@ def train_pg(
     claimed: bool = False,
     sink: Sink | None = None,
     collate_fn: Collate = collate,
+    teacher: TinyAgent | None = None,
 ) -> list[dict]:
     """Train `model` in place on `tasks` (default: config.env's tasks of config.split); one
     metrics dict per step.
@@ -298,11 +311,18 @@ def train_pg(
     `claimed` it already. A resume refuses a PGConfig that differs from the checkpoint's
     outside `allow_change`. A NaN or infinite loss or gradient norm stops the run (Diverged)
     before the optimizer steps. collate_fn is a seam for the problems' deliberate bugs.
+    With config.teacher_weight > 0, `teacher` (the frozen, loaded config.teacher) scores
+    every sampled token: on-policy distillation (arl.train.distill).
     """
     environment = get_environment(config.env.name)
     pool = list(tasks) if tasks is not None else list(environment.tasks(config.split))
     if not pool:
         raise ArlError("train_pg needs at least one task")
+    if (teacher is not None) != bool(config.teacher_weight):
+        raise ArlError("train_pg: a teacher needs teacher_weight > 0, and teacher_weight one")
+    if teacher is not None:
+        distill.check_teacher(teacher, model, config.teacher)
+        teacher.eval()
     steps = config.steps if steps is None else steps
     out = Path(config.out) if config.out else None
     claim = claim_output_dir(config.out, "train pg", OWNED, reuse=config.resume)  # when entered
@@ -324,6 +344,7 @@ def train_pg(
             config=config,
             collate_fn=collate_fn,
             rollouts=Rollouts(model, config),
+            teacher=teacher,
         )
 
         def run_hooks(step: int) -> None:

@@ -48,6 +48,9 @@ FLOAT_RANGES = {
     "entropy_lr": (0, MAX_FLOAT),
     "clip_high": (0, MAX_FLOAT),
     "is_cap": (1, MAX_FLOAT),
+    "teacher_weight": (0, MAX_FLOAT),
+    "reward_weight": (0, MAX_FLOAT),
+    "teacher_discount": (0, 1),
 }
 CHOICES = {
     "split": SPLITS,
@@ -115,6 +118,12 @@ class PGConfig:
     rollout_workers: int = 0  # Ray actors that sample the rollouts (0: this process samples)
     async_rollouts: bool = False  # workers sample ahead on older weights, at most `staleness`
     ray_address: str = "local"  # "local": a Ray started here; else a cluster address
+    # --- on-policy distillation (Problem 29): each policy token's advantage is also
+    # teacher_weight x sg[log pi_teacher - log pi_student], discounted over the later tokens
+    teacher: str = ""  # the teacher (checkpoint or model); train_pg is given it loaded
+    teacher_weight: float = 0.0  # weight of the teacher's per-token advantage (0: no teacher)
+    teacher_discount: float = 0.0  # g: a token also gets g^k x the k-th later token's (0: its own)
+    reward_weight: float = 1.0  # weight of the environment's group advantage (0: teacher only)
     # --- bookkeeping
     eval_every: int = 0  # evaluate train and held-out pass rates every N steps (0: off)
     eval_samples: int = 4  # episodes per task in each evaluation
@@ -149,6 +158,10 @@ class PGConfig:
             self._refuse("resume", "needs out")
         if self.async_rollouts and not self.rollout_workers:
             self._refuse("async_rollouts", "needs rollout_workers >= 1")
+        if self.teacher_weight and not self.teacher:
+            self._refuse("teacher_weight", "needs a teacher")
+        if not self.teacher_weight and not self.reward_weight:
+            self._refuse("reward_weight", "and teacher_weight are both 0: nothing to learn from")
         if self.async_rollouts and self.dynamic_sampling:
             self._refuse("dynamic_sampling", "is synchronous: not with async_rollouts")
 
@@ -198,6 +211,8 @@ FIELD_CHECKS = {
     "bool": lambda v: isinstance(v, bool),
     "str": lambda v: isinstance(v, str),
 }
+# fields added after checkpoints were written, with the value that meant their absence
+ADDED = {"teacher": "", "teacher_weight": 0.0, "teacher_discount": 0.0, "reward_weight": 1.0}
 REMOVED = {"mask_shift": "Problem 28's shifted mask lives in arl/experiments/problems/mutations.py"}
 
 
@@ -284,4 +299,4 @@ def flat_saved(saved: dict[str, Any]) -> dict[str, Any]:
         out = {(f"env.{k}" if k in bugfix else k): v for k, v in out.items()}
         out.setdefault("env.max_call_tokens", EnvConfig().max_call_tokens)  # fixed back then
     out.setdefault("env.name", "bugfix")  # written before PGConfig named its environment
-    return out
+    return ADDED | out
