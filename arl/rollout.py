@@ -170,8 +170,11 @@ def rollout_batch(
     vocab: Vocab | None = None,
     wrap_obs: bool = True,
     use_cache: bool = True,
+    opening: Sequence[str] = (),
 ) -> list[Trajectory]:
-    """Roll out one episode per task, all in one batched decode. Same seed, same ids."""
+    """Roll out one episode per task, all in one batched decode. Same seed, same ids.
+    `opening`: the words of a first call forced on every episode (not sampled, log-prob 0), a
+    probe of how a policy continues from a start it would not choose (Problem 29)."""
     environment = environment_of_tasks(tasks)
     renderer = renderer_of(model, vocab, environment)
     config = config_for(environment, env_config)
@@ -183,6 +186,11 @@ def rollout_batch(
         _new_episode(environment, t, config, episode_seed(seed, k), renderer, wrap_obs)
         for k, t in enumerate(tasks)
     ]
+    for ep in eps if opening else ():
+        forced = renderer.encode_call(list(opening), ep.env)[:limit]
+        for token in forced:
+            ep.transcript.act(token)
+        _after_call(ep, len(forced), room)
     B = len(eps)
     pending: list[list[int]] = [list(ep.transcript.ids) for ep in eps]
     call_len = [0] * B  # tokens of each row's open call

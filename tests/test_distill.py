@@ -230,9 +230,16 @@ def test_train_distill_runs_resumes_and_refuses_bad_teachers(cli, tmp_path):
     assert saved["teacher"] == teacher and saved["reward_weight"] == 0.0
     assert saved["teacher_weight"] == 1.0
     code, _, err = cli(
-        *base, "--set", "steps=3", "--set", f"out={out}", "--set", "resume=true",
-        "--allow-change", "steps",
-    )  # fmt: skip
+        *base,
+        "--set",
+        "steps=3",
+        "--set",
+        f"out={out}",
+        "--set",
+        "resume=true",
+        "--allow-change",
+        "steps",
+    )
     assert code == 0, err
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
@@ -246,9 +253,19 @@ def test_train_distill_runs_resumes_and_refuses_bad_teachers(cli, tmp_path):
     )
     assert code == 2 and "teacher_discount" in err and len(err.strip().splitlines()) == 1
     code, _, err = cli(
-        "train", "distill", "--init", init, "--teacher", teacher, "--set", "reward_weight=0",
-        "--set", "teacher_weight=0", "--set", f"out={tmp_path / 'r2'}",
-    )  # fmt: skip
+        "train",
+        "distill",
+        "--init",
+        init,
+        "--teacher",
+        teacher,
+        "--set",
+        "reward_weight=0",
+        "--set",
+        "teacher_weight=0",
+        "--set",
+        f"out={tmp_path / 'r2'}",
+    )
     assert code == 2 and "reward_weight" in err
 
 
@@ -261,19 +278,46 @@ def test_train_distill_between_two_tiny_transformers_models(cli, tmp_path):
     b = build_tiny(tmp_path / "teacher", arch="llama", seed=1, layers=3)
     out = tmp_path / "run"
     code, stdout, err = cli(
-        "train", "distill", "--model", str(a), "--teacher-model", str(b), "--quiet", *SMALL,
-        "--set", "steps=1", "--set", f"out={out}",
-    )  # fmt: skip
+        "train",
+        "distill",
+        "--model",
+        str(a),
+        "--teacher-model",
+        str(b),
+        "--quiet",
+        *SMALL,
+        "--set",
+        "steps=1",
+        "--set",
+        f"out={out}",
+    )
     assert code == 0, err
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert row["teacher_kl"] != 0 and math.isfinite(row["teacher_kl_q99"])
     # TinyAgent cannot teach a transformers student, nor the other way round
     ckpt = str(save_checkpoint(_tiny(0), tmp_path / "tiny"))
-    code, _, err = cli("train", "distill", "--model", str(a), "--teacher", ckpt, *SMALL,
-                       "--set", f"out={tmp_path / 'r2'}")  # fmt: skip
+    code, _, err = cli(
+        "train",
+        "distill",
+        "--model",
+        str(a),
+        "--teacher",
+        ckpt,
+        *SMALL,
+        "--set",
+        f"out={tmp_path / 'r2'}",
+    )
     assert code == 2 and "TinyAgent cannot teach a transformers model" in err
-    code, _, err = cli("train", "distill", "--init", ckpt, "--teacher-model", str(b),
-                       "--set", f"out={tmp_path / 'r3'}")  # fmt: skip
+    code, _, err = cli(
+        "train",
+        "distill",
+        "--init",
+        ckpt,
+        "--teacher-model",
+        str(b),
+        "--set",
+        f"out={tmp_path / 'r3'}",
+    )
     assert code == 2 and "cannot teach TinyAgent" in err
     # another tokenizer, the same kind of model: refused before any step
     student, teacher = load_hf(str(a)), load_hf(str(b))

@@ -215,3 +215,30 @@ def test_wandb_sink_gets_metrics_jsonl_offline(cli, tmp_path, init, monkeypatch)
     assert fake.mode == "offline" and fake.finished
     assert fake.init_kwargs["dir"] == str(out) and fake.init_kwargs["config"]["steps"] == 2
     assert fake.logged == _jsonl(out / "metrics.jsonl")  # the same floats, not float32
+
+
+def test_train_distill_reports_its_teacher_metrics_to_tensorboard(cli, tmp_path, init):
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "distill"
+    code, _, err = cli(
+        "train",
+        "distill",
+        "--init",
+        init,
+        "--teacher",
+        init,
+        *SMALL,
+        "--quiet",
+        "--set",
+        "steps=2",
+        "--set",
+        f"out={out}",
+        "--report-to",
+        "tensorboard",
+    )
+    assert code == 0, err
+    events, logged = _events(out / "tensorboard"), _jsonl(out / "metrics.jsonl")
+    for key in ("teacher_kl", "teacher_kl_q99", "teacher_pass_rate", "train_tokens"):
+        assert events[key] == pytest.approx(logged[key], rel=1e-6, abs=1e-30), key
+    # the teacher is the student here: on-policy, its KL is zero up to the sampler's rounding
+    assert abs(events["teacher_kl"][1]) < 1e-4

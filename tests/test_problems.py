@@ -331,3 +331,75 @@ def test_more_claims_are_judged_over_seeds_like_the_first():
     assert c["shown"] and c["effect"]["k"] == 3 and c["effect"]["mean"] == pytest.approx(0.93)
     c = judged("x", Claim(book="b", effect="e", threshold=0.92), per_seed)
     assert not c["shown"] and "too few seeds" in c["cause"]
+
+
+# --- Problem 29's compute and recovery, by hand ---------------------------------------------
+
+
+def test_problem_29_flops_by_hand():
+    from arl.experiments.problems.distillation import pg_step_flops, student_passes
+    from arl.train.pg_config import PGConfig
+
+    # 4 minibatches: sampler 2N, pi_prox 2N, forward and backward 6N = 10N per token
+    assert student_passes(PGConfig()) == 5
+    assert pg_step_flops(PGConfig(), 100, 1000) == 100 * 10 * 1000
+    one = PGConfig(minibatches=1, epochs=2)  # two updates of one batch: pi_prox, and 2 x 6N
+    assert student_passes(one) == 1 + 1 + 6
+    assert student_passes(PGConfig(minibatches=1)) == 4  # sampler 2N + 6N, nothing else
+    assert student_passes(PGConfig(minibatches=1, kl="k3", kl_beta=0.1)) == 5  # + reference
+    taught = PGConfig(teacher="t", teacher_weight=1.0, reward_weight=0.0)
+    assert pg_step_flops(taught, 10, 1000, 3000) == 10 * (10 * 1000 + 2 * 3000)
+
+
+def test_problem_29_first_call_mask_and_reading_a_curve():
+    from arl.experiments.problems.distillation import both_splits, first_turn_mask, read_at
+
+    mask = torch.tensor([[0, 1, 1, 0, 0, 1, 1], [1, 0, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0, 0.0]])
+    want = [[0, 1, 1, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0]]
+    assert first_turn_mask(mask).tolist() == want
+    # 20 train and 10 held-out tasks: (20 x 0.5 + 10 x 0.2) / 30 = 0.4
+    assert both_splits([0.0, 0.5, 0.2]) == pytest.approx(0.4)
+    curve = [[0.0, 0.0, 0.0], [10.0, 0.6, 0.6], [20.0, 0.9, 0.9]]
+    assert read_at(curve, 5.0) == pytest.approx(0.3) and read_at(curve, 15.0) == pytest.approx(0.75)
+    assert read_at(curve, 99.0) == pytest.approx(0.9)  # past the last evaluation: the last
+
+
+def test_problem_29_runs_five_arms_at_equal_compute(every_problem):
+    from arl.experiments.problems.distillation import ARMS, SFT_DISTILL, SFT_RL, read_at
+
+    r = seed0(every_problem, 29)
+    assert list(r["curves"]) == list(ARMS) and set(r["final"]) == set(ARMS)
+    cold = r["cold_start"]["flops"]
+    for arm, curve in r["curves"].items():
+        xs = [p[0] for p in curve]
+        assert xs == sorted(xs) and len(xs) >= 2, arm  # FLOPs grow along each curve
+        start = cold if arm in (SFT_RL, SFT_DISTILL) else 0.0
+        assert (
+            xs[0] == pytest.approx(start, rel=1e-5) or arm == "SFT"
+        )  # SFT's starts after its traces
+    assert r["budget_flops"] == r["curves"]["RL"][-1][0]
+    # results.json keeps six significant digits
+    assert r["final"]["RL"]["pass_at_budget"] == pytest.approx(
+        both(r["curves"]["RL"][-1]), abs=1e-5
+    )
+    assert r["effect"] == pytest.approx(
+        read_at(r["curves"]["SFT"], cold) - read_at(r["curves"]["RL"], cold), abs=1e-5
+    )
+    assert r["rl_cost"] > 0 and 0 < r["teacher_flops_share"] < 1
+    for arm in ARMS:
+        f = r["final"][arm]
+        assert 0 <= f["off_course"] <= 1 and 0 <= f["recovery"] <= 1 and f["flops"] > 0
+    # the probe is valid only where the teacher would not open with it
+    probs = [r["final"][arm]["teacher_opening_prob"] for arm in ARMS]
+    assert r["holds"] == all(p < 0.05 for p in probs)
+    assert r["recovery"] == pytest.approx(
+        r["final"][SFT_DISTILL]["recovery"] - r["final"]["SFT"]["recovery"], abs=1e-5
+    )
+    results = json.loads((every_problem / "problem-29" / "results.json").read_text())
+    assert [c["key"] for c in results["claims"]] == ["recovery", "rl_cost", "distill_vs_rl"]
+
+
+def both(point):
+    from arl.experiments.problems.distillation import both_splits
+
+    return both_splits(point)

@@ -113,3 +113,32 @@ def test_scripted_episode_goes_through_the_same_renderer(vocab):
     no_wrap = scripted_rollout("oracle", task, seed=0, wrap_obs=False)
     assert len(no_wrap) == len(tr) - 6  # three observations lose <obs> and </obs>
     assert no_wrap.action_ids == tr.action_ids
+
+
+def test_a_forced_opening_is_the_first_call_and_the_rest_is_sampled(tiny_model):
+    """Problem 29's probe: the opening is played (log-prob 0) and answered exactly as a
+    scripted `test` is; what follows is the model's own sampling, its log-probs recomputable."""
+    from arl.rollout import renderer_of
+
+    tasks = tasks_for("train")[:5]
+    trajs = rollout_batch(tiny_model, tasks, seed=5, opening=["test"])
+    renderer = renderer_of(tiny_model)
+
+    def opens_with_test(history, rng):
+        return ["test"] if len(history) == 1 else ["submit"]
+
+    for k, (task, tr) in enumerate(zip(tasks, trajs, strict=True)):
+        s, e = tr.calls[0]
+        assert renderer.call_text(tr.ids_T[s:e]) == "test"
+        assert all(tr.logprobs_T[i] == 0.0 and tr.owners_T[i] == POLICY for i in range(s, e))
+        scripted = scripted_rollout(opens_with_test, task, seed=episode_seed(5, k))
+        cut = scripted.calls[1][0]  # the issue, the test call and its answer
+        assert tr.ids_T[:cut] == scripted.ids_T[:cut]
+    batch = collate(trajs)
+    logp = token_logprobs(tiny_model, batch)
+    sampled = batch.action_mask.bool() & (batch.old_logp != 0)
+    assert sampled.sum() > 10
+    torch.testing.assert_close(logp[sampled], batch.old_logp[sampled], atol=1e-5, rtol=1e-5)
+    # the same seed without an opening samples the first call itself
+    free = rollout_batch(tiny_model, tasks, seed=5)
+    assert [t.ids_T for t in free] != [t.ids_T for t in trajs]

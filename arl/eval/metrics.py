@@ -92,8 +92,10 @@ def run_policy(
     top_p: float = 1.0,
     batch_size: int = 128,
     wrap_obs: bool = True,
+    opening: Sequence[str] = (),
 ) -> list[Trajectory]:
-    """`samples` episodes per task, task-major order (task 0 sample 0, task 0 sample 1, ...)."""
+    """`samples` episodes per task, task-major order (task 0 sample 0, task 0 sample 1, ...);
+    `opening`: a first call forced on each model episode (rollout_batch)."""
     jobs = [t for t in tasks for _ in range(samples)]
     if isinstance(policy, str):
         return [
@@ -112,6 +114,7 @@ def run_policy(
             temperature=temperature,
             top_p=top_p,
             wrap_obs=wrap_obs,
+            opening=opening,
         )
     return out
 

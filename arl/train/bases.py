@@ -309,6 +309,14 @@ def cold_start(
     return _cached("cold_start", config, build, environment)
 
 
+def oracle_model(
+    config: BaseConfig = BaseConfig(), environment: Environment | str = "bugfix"
+) -> TinyAgent:
+    """The oracle-SFT model after all `sft_steps` (cached): a strong teacher (Problem 29)."""
+    build = lambda: train_oracle_sft(config, environment=environment)[0]  # noqa: E731
+    return _cached("oracle_sft", config, build, environment)
+
+
 def _gcd(a: int, b: int) -> int:
     import math
 

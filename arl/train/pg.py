@@ -278,6 +278,7 @@ def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
         "degenerate_frac_final": float(degenerate.float().mean()),
         "tasks_with_grad": len(nonzero),
         "episodes_sampled": sampled,
+        "train_tokens": int(batch.lengths.sum()),  # positions the update reads (FLOPs, P29)
         **u,
         "entropy_coef": s.entropy_coef,
         **extra,

@@ -18,7 +18,14 @@ from pathlib import Path
 
 from arl.checks import check_seed
 from arl.errors import ArlError
-from arl.experiments.problems import dynamics, estimators, freeform, rewards, systems
+from arl.experiments.problems import (
+    distillation,
+    dynamics,
+    estimators,
+    freeform,
+    rewards,
+    systems,
+)
 from arl.experiments.problems.common import (
     Claim,
     Ctx,
@@ -46,6 +53,7 @@ PROBLEMS: dict[int, Problem] = {
     17: systems.PROBLEM_17,
     26: dynamics.PROBLEM_26,
     28: dynamics.PROBLEM_28,
+    29: distillation.PROBLEM_29,
 }
 OWNED = ("results.json", "results.partial.json", "problem-*.png")
 
