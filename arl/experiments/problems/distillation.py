@@ -296,21 +296,23 @@ def draw_29(per_seed: list[dict], path) -> None:
     curve interpolated onto one grid up to the smallest budget, with a +- 1 SE band."""
     fig, axes = new_figure(2, width=5.0)
     top = min(r["budget_flops"] for r in per_seed)
+    unit = 10.0 ** math.floor(math.log10(top))  # the axis in units of 1e12 FLOPs, or so
     grid = np.linspace(0, top, 41)
     for ax, col, label in zip(axes, (1, 2), ("train pass", "held-out pass"), strict=True):
         for i, arm in enumerate(ARMS):
-            ys = []
-            for r in per_seed:
-                c = r["curves"][arm]
-                xs, vs = [p[0] for p in c], [p[col] for p in c]
-                y = np.interp(grid, xs, vs, left=np.nan)  # no value before the arm starts
-                ys.append(y)
-            m = np.nanmean(ys, axis=0) if len(ys) > 1 else ys[0]
-            se = sem(np.array(ys)) if len(ys) > 1 else np.zeros_like(m)
+            ys_SG = np.array(
+                [
+                    np.interp(grid, [p[0] for p in c], [p[col] for p in c], left=np.nan)
+                    for c in (r["curves"][arm] for r in per_seed)
+                ]
+            )  # (seeds, grid): NaN before the arm starts
+            on = ~np.isnan(ys_SG).any(0)  # grid points every seed's curve has reached
+            m, se = ys_SG[:, on].mean(0), sem(ys_SG[:, on])
+            x = grid[on] / unit
             style = ("-", "--", "-.", ":", (0, (5, 1)))[i]
-            ax.plot(grid, m, linestyle=style, color=f"C{i}", lw=1.6, label=arm)
-            ax.fill_between(grid, m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
-        ax.set_xlabel("FLOPs (2N per token forward, 6N forward + backward)")
+            ax.plot(x, m, linestyle=style, color=f"C{i}", lw=1.6, label=arm)
+            ax.fill_between(x, m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
+        ax.set_xlabel(f"compute ({unit:.0e} FLOPs: 2N a token forward, 6N with backward)")
         ax.set_ylabel(label)
         ax.set_ylim(-0.02, 1.02)
     handles, labels = axes[0].get_legend_handles_labels()
