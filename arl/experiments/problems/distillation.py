@@ -292,27 +292,27 @@ def conclusion(res: dict) -> str:
 
 
 def draw_29(per_seed: list[dict], path) -> None:
-    """Pass rate (train, held-out) against FLOPs per arm: the mean over seeds of each seed's
-    curve interpolated onto one grid up to the smallest budget, with a +- 1 SE band."""
+    """Pass rate (train, held-out) against compute per arm, as a share of each seed's budget
+    (seeds' budgets differ): the mean over seeds of each seed's curve, interpolated onto one
+    grid, with a +- 1 SE band."""
     fig, axes = new_figure(2, width=5.0)
-    top = min(r["budget_flops"] for r in per_seed)
-    unit = 10.0 ** math.floor(math.log10(top))  # the axis in units of 1e12 FLOPs, or so
-    grid = np.linspace(0, top, 41)
+    share = np.linspace(0, 1, 41)  # compute / the seed's budget
+    budgets = [r["budget_flops"] for r in per_seed]
     for ax, col, label in zip(axes, (1, 2), ("train pass", "held-out pass"), strict=True):
         for i, arm in enumerate(ARMS):
             ys_SG = np.array(
                 [
-                    np.interp(grid, [p[0] for p in c], [p[col] for p in c], left=np.nan)
-                    for c in (r["curves"][arm] for r in per_seed)
+                    np.interp(share * b, [p[0] for p in c], [p[col] for p in c], left=np.nan)
+                    for c, b in zip((r["curves"][arm] for r in per_seed), budgets, strict=True)
                 ]
             )  # (seeds, grid): NaN before the arm starts
             on = ~np.isnan(ys_SG).any(0)  # grid points every seed's curve has reached
             m, se = ys_SG[:, on].mean(0), sem(ys_SG[:, on])
-            x = grid[on] / unit
             style = ("-", "--", "-.", ":", (0, (5, 1)))[i]
-            ax.plot(x, m, linestyle=style, color=f"C{i}", lw=1.6, label=arm)
-            ax.fill_between(x, m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
-        ax.set_xlabel(f"compute ({unit:.0e} FLOPs: 2N a token forward, 6N with backward)")
+            ax.plot(share[on], m, linestyle=style, color=f"C{i}", lw=1.6, label=arm)
+            ax.fill_between(share[on], m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
+        span = f"{min(budgets):.1e}-{max(budgets):.1e}" if len(budgets) > 1 else f"{budgets[0]:.1e}"
+        ax.set_xlabel(f"compute / budget (the RL arm's FLOPs: {span})")
         ax.set_ylabel(label)
         ax.set_ylim(-0.02, 1.02)
     handles, labels = axes[0].get_legend_handles_labels()
@@ -336,8 +336,12 @@ PROBLEM_29 = Problem(
                 book="but recovers less from its own mistakes (distillation trains on them)",
                 effect="recovery rate (pass after a forced first call the teacher would not "
                 "make: `test` before `read`), SFT -> distill minus SFT",
-                cause="after SFT the student rarely leaves the teacher's course, so too few "
-                "off-course episodes to tell the arms apart",
+                cause="no arm trains on the probe's state: after SFT the student's own first "
+                "call is the teacher's in 99-100% of episodes, so distillation, which corrects "
+                "only the states the student reaches, never meets a `test` before `read`; the "
+                "arms after SFT pass 0-1% after it, distillation from the weak base 0-8%, and "
+                "the teacher itself 4% and 15% (seeds 0, 1: it cloned the oracle, and after "
+                "the detour it reads in 1-7% of episodes)",
             ),
         ),
         (
@@ -346,7 +350,10 @@ PROBLEM_29 = Problem(
                 book="RL needs a nonzero success rate and costs more per useful update",
                 effect="FLOPs per task group that carried a gradient, RL over distillation",
                 threshold=1.0,
-                cause="RL's groups carried signal about as often as distillation's",
+                cause="the weak base passes about 0.2, so only 20-30% of RL's groups lack signal "
+                "in its first steps (and pass-rate filtering sits those tasks out), while a "
+                "distillation step pays 17% more for the teacher's forward on longer episodes: "
+                "RL's cost per useful group is 0.9-1.8x distillation's",
             ),
         ),
         (
@@ -356,7 +363,10 @@ PROBLEM_29 = Problem(
                 "compute",
                 effect="pass rate (30 tasks): SFT -> distill at half the post-SFT budget minus "
                 "SFT -> RL at the whole budget",
-                cause="both arms sit at the teacher's level after the cold start",
+                cause="after the cold start distillation climbs no faster per FLOP than RL (both "
+                "end at 0.87-0.95): the teacher is the student's size, so its forward adds to "
+                "each step and no smaller student saves compute, where the book's fraction "
+                "comes from (an 8B student of a 32B teacher)",
             ),
         ),
     ),
