@@ -225,7 +225,7 @@ def test_problem_17_large_gaps_only_when_retokenized(every_problem):
     assert r["effect"] > 0.1
 
 
-@pytest.mark.parametrize("n", [7, 8, 12, 13, 16, 26, 28])
+@pytest.mark.parametrize("n", [6, 7, 8, 12, 13, 16, 26, 28])
 def test_rl_problems_keep_every_arm_and_step(every_problem, n):
     r = seed0(every_problem, n)
     runs = r["history"]
@@ -403,3 +403,41 @@ def both(point):
     from arl.experiments.problems.distillation import both_splits
 
     return both_splits(point)
+
+
+# --- Problem 6 ---------------------------------------------------------------------------------
+
+
+def test_problem_6_plateau_and_reference_share_by_hand():
+    from arl.experiments.problems.kl import plateau_change, ref_share
+
+    # 8 steps: quarters of 2; third quarter mean 0.03, last 0.04 -> |0.04 - 0.03| / 0.04
+    h = [
+        {"step": i + 1, "kl/ref_k3": v}
+        for i, v in enumerate([0, 0, 0.01, 0.02, 0.03, 0.03, 0.04, 0.04])
+    ]
+    assert plateau_change(h, "kl/ref_k3") == pytest.approx(0.25)
+    flat = [{"step": i + 1, "kl/ref_k3": 0.02} for i in range(8)]
+    assert plateau_change(flat, "kl/ref_k3") == 0.0
+    steps = [{"time/ref": 1.0, "time/train": 4.0}, {"time/ref": 2.0, "time/train": 8.0}]
+    assert ref_share(steps) == pytest.approx(0.25)
+    assert ref_share([{"time/train": 4.0}]) == 0.0  # no reference, nothing to save
+
+
+def test_problem_6_runs_its_four_arms_with_and_without_a_reference(every_problem):
+    from arl.experiments.problems.kl import ARMS, BETA, NONE, SMALL
+
+    r = seed0(every_problem, 6)
+    assert set(ARMS) <= set(r["history"])
+    # the KL is logged where there is a reference, and only there
+    assert all("kl/ref_k3" in h[1] for n, h in r["history"].items() if n != NONE)
+    assert all(rec.get("kl/ref_k3") is None for rec in r["history"][NONE])
+    assert r["effect"] == pytest.approx(
+        r[NONE]["pass_rate"]["last"] - r[BETA]["pass_rate"]["last"], abs=1e-5
+    )
+    assert r["small_beta"] == pytest.approx(
+        r[SMALL]["pass_rate"]["last"] - r[BETA]["pass_rate"]["last"], abs=1e-5
+    )
+    assert 0 < r["ref_share"][BETA] < 1
+    results = json.loads((every_problem / "problem-6" / "results.json").read_text())
+    assert [c["key"] for c in results["claims"]] == ["small_beta", "reset", "kl_flat"]

@@ -12,7 +12,7 @@ import sys
 from arl.cli.args import add_ray_flag, int_in, positive_int, seed_int
 
 # the keys of arl.experiments.problems.PROBLEMS (a test checks), here so --help stays fast
-PROBLEM_NUMBERS = (1, 2, 3, 4, 7, 8, 9, 12, 13, 14, 16, 17, 26, 28, 29)
+PROBLEM_NUMBERS = (1, 2, 3, 4, 6, 7, 8, 9, 12, 13, 14, 16, 17, 26, 28, 29)
 
 
 def log(line: str) -> None:

@@ -46,7 +46,8 @@ from arl.train.pg_groups import Rollouts, choose_tasks, group_rewards, refill, s
 from arl.train.pg_metrics import RunLog, evaluate_splits, quantile, rollout_metrics, update_metrics
 from arl.types import Trajectory
 
-TIMING_KEYS = ("time/sample", "time/train", "time/step")  # the only non-deterministic metrics
+# the only non-deterministic metrics (time/ref: with a KL reference)
+TIMING_KEYS = ("time/sample", "time/train", "time/step", "time/ref")
 OWNED = ("ckpt-*", "metrics.jsonl", "config.json", *SINK_OWNED)  # what a run writes in its folder
 Collate = Callable[[Sequence[Trajectory]], Batch]  # trajectories -> the batch the loss sees
 # (mask_bT, config, episodes in the step, action tokens in the step, microbatches) -> (b, T)
@@ -243,7 +244,10 @@ def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
     kl_reward = s.ref is not None and config.kl_in == "reward"
     need_prox = config.updates_per_step > 1 or kl_reward
     prox = frozen_logprobs(model, batch, config.temperature) if need_prox else None
+    t_ref = time.perf_counter()
     ref_logp = frozen_logprobs(s.ref, batch, config.temperature) if s.ref is not None else None
+    if s.ref is not None:  # the reference's forward, what dropping the KL saves (Problem 6)
+        extra["time/ref"] = time.perf_counter() - t_ref
     rewards_NG = group_rewards(groups)
     if kl_reward:  # the KL penalty folded into the reward
         kl_B = (kl_to_reference(prox, ref_logp, config.kl) * batch.action_mask).sum(1)

@@ -23,6 +23,7 @@ from arl.experiments.problems import (
     dynamics,
     estimators,
     freeform,
+    kl,
     rewards,
     systems,
 )
@@ -43,6 +44,7 @@ PROBLEMS: dict[int, Problem] = {
     2: estimators.PROBLEM_2,
     3: estimators.PROBLEM_3,
     4: estimators.PROBLEM_4,
+    6: kl.PROBLEM_6,
     7: rewards.PROBLEM_7,
     8: rewards.PROBLEM_8,
     9: rewards.PROBLEM_9,
