@@ -319,15 +319,15 @@ def train_pg(
     With config.teacher_weight > 0, `teacher` (the frozen, loaded config.teacher) scores
     every sampled token: on-policy distillation (arl.train.distill).
     """
-    environment = get_environment(config.env.name)
-    pool = list(tasks) if tasks is not None else list(environment.tasks(config.split))
-    if not pool:
-        raise ArlError("train_pg needs at least one task")
     if (teacher is not None) != bool(config.teacher_weight):
         raise ArlError("train_pg: a teacher needs teacher_weight > 0, and teacher_weight one")
     if teacher is not None:
         distill.check_teacher(teacher, model, config.teacher)
         teacher.eval()
+    environment = get_environment(config.env.name)
+    pool = list(tasks) if tasks is not None else list(environment.tasks(config.split))
+    if not pool:
+        raise ArlError("train_pg needs at least one task")
     steps = config.steps if steps is None else steps
     out = Path(config.out) if config.out else None
     claim = claim_output_dir(config.out, "train pg", OWNED, reuse=config.resume)  # when entered
