@@ -228,7 +228,7 @@ def test_train_distill_runs_resumes_and_refuses_bad_teachers(cli, tmp_path):
         assert all(math.isfinite(r[key]) for r in rows), key
     saved = json.loads((out / "config.json").read_text())
     assert saved["teacher"] == teacher and saved["reward_weight"] == 0.0
-    assert saved["teacher_weight"] == 1.0
+    assert saved["teacher_weight"] == 1.0 and saved["lr"] == 1e-4  # distillation's defaults
     code, _, err = cli(
         *base,
         "--set",

@@ -88,13 +88,15 @@ def parse_allow_change(text: str | None) -> tuple[str, ...]:
 
 
 @contextmanager
-def progress_bar(enabled: bool, steps: int) -> Iterator[Callable[[dict], None] | None]:
+def progress_bar(
+    enabled: bool, steps: int, label: str = "pg"
+) -> Iterator[Callable[[dict], None] | None]:
     """The run's progress (arl.progress: a bar on a terminal, plain lines in a file), fed one
     step record at a time (None when disabled)."""
     if not enabled:
         yield None
         return
-    with Progress("pg", steps) as bar:
+    with Progress(label, steps) as bar:
 
         def update(r: dict) -> None:
             bar.update(
@@ -222,7 +224,8 @@ def run_pg(args: argparse.Namespace, values: dict, command: str, hf_teacher: boo
                 f"{config.steps} steps x {config.episodes_per_step} episodes{taught} "
                 f"-> {config.out}"
             )
-            with progress_bar(not args.quiet, config.steps) as bar:
+            label = command.split()[-1]  # pg, or distill
+            with progress_bar(not args.quiet, config.steps, label) as bar:
                 history = train_pg(
                     model,
                     config,
@@ -329,7 +332,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="on-policy distillation: the student samples, a frozen teacher scores each token",
         description="PG's loop (every --set key of train pg) with each sampled token's "
         "advantage sg[log pi_teacher - log pi_student]; defaults teacher_weight=1, "
-        "reward_weight=0 (no environment reward), filter_cooldown=0.",
+        "reward_weight=0 (no environment reward), filter_cooldown=0, lr=1e-4.",
     )
     add_pg_flags(d, "list every --set key (train pg's), and exit")
     who = d.add_mutually_exclusive_group(required=True)

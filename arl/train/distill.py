@@ -24,8 +24,9 @@ from arl.train.pg_config import PGConfig
 from arl.train.pg_metrics import quantile
 
 # `arl train distill`'s defaults over PGConfig's: the teacher alone (tinker's zero reward),
-# and every task trained on (an all-pass or all-fail group still has the teacher's signal)
-DISTILL_DEFAULTS = {"teacher_weight": 1.0, "reward_weight": 0.0, "filter_cooldown": 0}
+# every task trained on (an all-pass or all-fail group still has the teacher's signal), and
+# lr 1e-4: from the weak base 3e-4 and 1e-3 collapse within 10 steps (Problem 29's sweep)
+DISTILL_DEFAULTS = {"teacher_weight": 1.0, "reward_weight": 0.0, "filter_cooldown": 0, "lr": 1e-4}
 
 
 def vocabulary(policy) -> dict[str, int] | None:

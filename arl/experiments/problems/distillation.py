@@ -207,7 +207,7 @@ def run_arms(ctx: Ctx, teacher: TinyAgent) -> dict:
     steps, every = ctx.pick(100, 2), ctx.pick(10, 1)
     evals = rl_config(ctx, eval_samples=ctx.pick(8, 1))
     rl = replace(evals, steps=steps, lr=RL_LR, eval_every=every)
-    dist = replace(rl, lr=DISTILL_LR, teacher="oracle_sft", **DISTILL_DEFAULTS)
+    dist = replace(rl, **DISTILL_DEFAULTS | {"lr": DISTILL_LR, "teacher": "oracle_sft"})
     students = {arm: weak_base(base) for arm in (RL, SFT, DISTILL)}
     curves, hist = {}, {}
     curves[RL], hist[RL] = pg_arm(students[RL], rl)
