@@ -198,12 +198,15 @@ def first_last(runs: dict[str, list[dict]], keys: Sequence[str]) -> dict:
     return {**summary, "history": trimmed}
 
 
-def arms_figure(keys: Sequence[tuple[str, str]], title: str) -> Callable[[list[dict], Path], None]:
+def arms_figure(
+    keys: Sequence[tuple[str, str]], title: str, log_keys: Sequence[str] = ()
+) -> Callable[[list[dict], Path], None]:
     """A figure of RL arms over seeds: one panel per (metric key, axis label), each arm's mean
-    over seeds against the step with a band of +- one standard error (from results["history"])."""
+    over seeds against the step with a band of +- one standard error (from results["history"]);
+    the panels of `log_keys` on a log axis (a spiky metric whose level matters)."""
 
     def draw(per_seed: list[dict], path: Path) -> None:
-        plot_arms([r["history"] for r in per_seed], keys, title, path)
+        plot_arms([r["history"] for r in per_seed], keys, title, path, log_keys)
 
     return draw
 
@@ -213,6 +216,7 @@ def plot_arms(
     keys: Sequence[tuple[str, str]],
     title: str,
     path: Path,
+    log_keys: Sequence[str] = (),
 ) -> None:
     """Mean +- SE over seeds of each arm's metric per step; integer steps, one shared legend."""
     from matplotlib.ticker import MaxNLocator
@@ -236,6 +240,8 @@ def plot_arms(
             ax.fill_between(steps, m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
         ax.set_xlabel("RL step")
         ax.set_ylabel(label)
+        if key in log_keys:
+            ax.set_yscale("log", nonpositive="mask")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     n = len(histories)
     band = f"mean over {n} seeds, band +- 1 SE" if n > 1 else "one seed"

@@ -104,6 +104,7 @@ PROBLEM_6 = Problem(
             ("eval/heldout_pass", "held-out pass rate"),
         ],
         "Problem 6: a KL penalty at beta 0.05, 0.005, none, and reset every 10 steps",
+        log_keys=("kl/ref_k3",),
     ),
     more=(
         (
