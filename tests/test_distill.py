@@ -28,14 +28,6 @@ DISTILL = PGConfig(teacher="t", teacher_weight=1.0, reward_weight=0.0, filter_co
 SMALL = ["--set", "tasks_per_step=2", "--set", "group_size=2", "--set", "minibatches=1"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _tiny(seed: int, steps: int = 0) -> TinyAgent:
     torch.manual_seed(seed)
     model = TinyAgent(

@@ -242,8 +242,7 @@ def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
     t1 = time.perf_counter()
     batch = run.collate_fn(trajs)
     kl_reward = s.ref is not None and config.kl_in == "reward"
-    need_prox = config.updates_per_step > 1 or kl_reward
-    prox = frozen_logprobs(model, batch, config.temperature) if need_prox else None
+    prox = frozen_logprobs(model, batch, config.temperature) if config.prox_forward else None
     t_ref = time.perf_counter()
     ref_logp = frozen_logprobs(s.ref, batch, config.temperature) if s.ref is not None else None
     if s.ref is not None:  # the reference's forward, what dropping the KL saves (Problem 6)

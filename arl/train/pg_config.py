@@ -181,6 +181,12 @@ class PGConfig:
     def updates_per_step(self) -> int:
         return self.epochs * self.minibatches
 
+    @property
+    def prox_forward(self) -> bool:
+        """Whether a step computes pi_prox in a frozen forward pass: the batch is updated more
+        than once, or the KL penalty is folded into the reward."""
+        return self.updates_per_step > 1 or (self.kl != "off" and self.kl_in == "reward")
+
     def quick(self) -> PGConfig:
         """The one --quick preset of the reproductions: 4 tasks x 4 episodes, 4 steps."""
         return replace(self, tasks_per_step=4, group_size=4, steps=4)

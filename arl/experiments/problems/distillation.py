@@ -73,9 +73,7 @@ def student_passes(config: PGConfig) -> int:
     """Forward-pass equivalents (2N each) a PG step spends on the student per token: the
     sampler's forward, the pi_prox forward when the batch is updated more than once (or the
     KL is in the reward), the reference's with a KL, and each epoch's forward and backward."""
-    kl = config.kl != "off"
-    prox = config.updates_per_step > 1 or (kl and config.kl_in == "reward")
-    return 1 + int(prox) + int(kl) + 3 * config.epochs
+    return 1 + int(config.prox_forward) + int(config.kl != "off") + 3 * config.epochs
 
 
 def pg_step_flops(config: PGConfig, tokens: int, n_student: int, n_teacher: int = 0) -> float:
