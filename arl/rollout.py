@@ -120,6 +120,17 @@ def _after_call(ep: _Episode, n: int, room: int) -> list[str] | None:
     return seen
 
 
+def _play_call(
+    ep: _Episode, words: Sequence[str], renderer, limit: int, room: int
+) -> list[str] | None:
+    """Play `words` as the episode's next call, not sampled (log-prob 0): at most `limit` ids,
+    then the env's step (`_after_call`, with its result)."""
+    call_ids = renderer.encode_call(list(words), ep.env)[:limit]
+    for token in call_ids:
+        ep.transcript.act(token)
+    return _after_call(ep, len(call_ids), room)
+
+
 def scripted_rollout(
     policy: ScriptedPolicy | str,
     task: Task,
@@ -149,10 +160,7 @@ def scripted_rollout(
     room = block_size - renderer.call_limit(config)
     while ep.outcome is None:
         words = policy(history, rng)[: config.max_call_tokens]
-        call_ids = renderer.encode_call(words, ep.env)[: renderer.call_limit(config)]
-        for token in call_ids:
-            ep.transcript.act(token)
-        seen = _after_call(ep, len(call_ids), room)
+        seen = _play_call(ep, words, renderer, renderer.call_limit(config), room)
         if seen is not None:
             history.append(seen)
     return ep.trajectory()
@@ -176,8 +184,8 @@ def rollout_batch(
     `opening`: the words of a first call forced on every episode (not sampled, log-prob 0), a
     probe of how a policy continues from a start it would not choose (Problem 29)."""
     environment = environment_of_tasks(tasks)
-    renderer = renderer_of(model, vocab, environment)
     config = config_for(environment, env_config)
+    renderer = renderer_of(model, vocab, environment)  # how the policy reads the environment
     limit = renderer.call_limit(config)
     room = model.config.block_size - limit
     device = model.lm_head.weight.device
@@ -187,10 +195,7 @@ def rollout_batch(
         for k, t in enumerate(tasks)
     ]
     for ep in eps if opening else ():
-        forced = renderer.encode_call(list(opening), ep.env)[:limit]
-        for token in forced:
-            ep.transcript.act(token)
-        _after_call(ep, len(forced), room)
+        _play_call(ep, opening, renderer, limit, room)
     B = len(eps)
     pending: list[list[int]] = [list(ep.transcript.ids) for ep in eps]
     call_len = [0] * B  # tokens of each row's open call

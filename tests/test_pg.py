@@ -374,7 +374,7 @@ def test_resume_from_a_damaged_run_is_one_clear_error_or_exact(weak, tmp_path, d
 class _ScriptedWorkers:
     """Rollout workers whose jobs finish in a scripted order: (weights version, groups)."""
 
-    idle = False  # every worker busy: `ahead` submits nothing
+    idle = False  # every worker busy: an async draw submits nothing
 
     def __init__(self, finished):
         self.finished = list(finished)
@@ -384,14 +384,22 @@ class _ScriptedWorkers:
 
 
 def test_async_rollouts_take_the_first_job_within_the_staleness_bound_and_drop_older():
+    import random
     from types import SimpleNamespace
 
-    a, b = (t.name for t in tasks_for("train")[:2])
-    groups = lambda name: [[SimpleNamespace(task=name)]]  # noqa: E731
+    from arl.train.checkpoint import LoopState
+
+    pool = tasks_for("train")
+    a, b = pool[0].name, pool[1].name
+    groups = lambda name: [[SimpleNamespace(task=name, reward=1.0)]]  # noqa: E731
     r = pg_groups.Rollouts.__new__(pg_groups.Rollouts)
-    r.config, r.dropped = PGConfig(staleness=1), 0
+    r.config = PGConfig(staleness=1, async_rollouts=True, rollout_workers=1, group_size=1)
+    r.pool, r.dropped = pool, 0
     r.workers = _ScriptedWorkers([(0, groups(a)), (2, groups(b)), (3, groups(a))])
-    chosen, _, lag = r.ahead(None, None, None, step=4)  # weights 0 are 3 updates old: dropped
-    assert (chosen[0].name, lag, r.dropped) == (b, 1, 1)
-    chosen, _, lag = r.ahead(None, None, None, step=4)  # weights 3 are the newest
-    assert (chosen[0].name, lag, r.dropped) == (a, 0, 1)
+    s = LoopState(None, random.Random(0), None, 0.0)
+    drawn = r.draw(None, s, step=4)  # weights 0 are 3 updates old: dropped
+    assert drawn.chosen[0] is pool[1]  # the pool's own task, by the name its episodes carry
+    assert (drawn.extra, r.dropped) == ({"rollout/staleness": 1, "rollout/dropped": 1}, 1)
+    drawn = r.draw(None, s, step=4)  # weights 3 are the newest
+    assert (drawn.chosen[0].name, drawn.extra["rollout/staleness"], r.dropped) == (a, 0, 1)
+    assert (drawn.sampled, drawn.degenerate_frac, drawn.degenerate_frac_final) == (1, 1.0, 1.0)

@@ -22,12 +22,11 @@ from pathlib import Path
 import torch
 
 from arl.batch import Batch, collate
-from arl.env import Task, get_environment
+from arl.env import SPLITS, Task, get_environment
 from arl.errors import ArlError, Diverged
 from arl.logging_bridge import OWNED as SINK_OWNED
 from arl.logging_bridge import Sink
 from arl.losses import (
-    degenerate_groups,
     entropy_controller,
     group_advantages,
     kl_k3,
@@ -42,8 +41,8 @@ from arl.train import checkpoint, distill
 from arl.train.checkpoint import LoopState
 from arl.train.common import Hook, frozen_logprobs, hook_due, make_optimizer, optimizer_step
 from arl.train.pg_config import PGConfig
-from arl.train.pg_groups import Rollouts, choose_tasks, group_rewards, refill, sampler_of
-from arl.train.pg_metrics import RunLog, evaluate_splits, quantile, rollout_metrics, update_metrics
+from arl.train.pg_groups import Rollouts, group_rewards
+from arl.train.pg_metrics import RunLog, evaluate_tasks, quantile, rollout_metrics, update_metrics
 from arl.types import Trajectory
 
 # the only non-deterministic metrics (time/ref: with a KL reference)
@@ -205,39 +204,31 @@ class StepContext:
     """What every step of one run reads (the loop's state, which steps change, is LoopState)."""
 
     model: TinyAgent  # the policy, updated in place
-    behavior: TinyAgent | None  # the sampler's copy under staleness k > 0 (k steps old weights)
-    pool: Sequence[Task]  # the tasks a step chooses from
     config: PGConfig  # the run's settings
     collate_fn: Collate  # trajectories -> the batch the loss sees
     rollouts: Rollouts  # where the groups are sampled: this process or Ray workers
     teacher: TinyAgent | None = None  # on-policy distillation's frozen teacher (arl.train.distill)
 
 
+def task_sets(
+    config: PGConfig, tasks: Sequence[Task] | None
+) -> tuple[list[Task], dict[str, Sequence[Task]]]:
+    """The tasks trained on (`tasks`, else config.env's of config.split) and, with eval_every,
+    those each split is evaluated on: the environment looked up once, for the whole run."""
+    environment = get_environment(config.env.name)
+    pool = list(tasks) if tasks is not None else list(environment.tasks(config.split))
+    if not pool:
+        raise ArlError("train_pg needs at least one task")
+    splits = {split: environment.tasks(split) for split in SPLITS} if config.eval_every else {}
+    return pool, splits
+
+
 def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
     """Sample, score, advantage and update once; the step's metrics record."""
-    model, pool, config, rollouts = run.model, run.pool, run.config, run.rollouts
+    model, config = run.model, run.config
     t0 = time.perf_counter()
-    extra = {}
-    if config.async_rollouts:
-        chosen, groups, lag = rollouts.ahead(model, pool, s, step)
-        extra = {"rollout/staleness": lag, "rollout/dropped": rollouts.dropped}
-        sampled = len(chosen) * config.group_size
-        degenerate0 = degenerate_groups(group_rewards(groups))  # (N,)
-    else:
-        sampler = sampler_of(model, run.behavior, s, config.staleness)
-        version = max(step - 1 - config.staleness, 0)  # updates in the sampler's weights
-
-        def draw(tasks: Sequence[Task], seed: int) -> list:
-            return rollouts.sample(sampler, version, tasks, seed)
-
-        chosen = choose_tasks(pool, s, config.tasks_per_step, step)
-        groups = draw(chosen, s.rng.randrange(2**31))
-        degenerate0 = degenerate_groups(group_rewards(groups))  # (N,)
-        sampled = len(chosen) * config.group_size + refill(draw, pool, chosen, groups, config, s)
-    degenerate = degenerate_groups(group_rewards(groups))  # (N,) after the refills
-    for t, d in zip(chosen, degenerate.tolist(), strict=True):
-        if d and config.filter_cooldown:
-            s.cooldown[t.name] = step + 1 + config.filter_cooldown
+    drawn = run.rollouts.draw(model, s, step)
+    chosen, groups, extra = drawn.chosen, drawn.groups, dict(drawn.extra)
     trajs = [t for g in groups for t in g]
     t1 = time.perf_counter()
     batch = run.collate_fn(trajs)
@@ -277,10 +268,10 @@ def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
         "step": step,
         **rollout_metrics(trajs, config),
         "entropy": u.pop("entropy"),
-        "degenerate_frac": float(degenerate0.float().mean()),
-        "degenerate_frac_final": float(degenerate.float().mean()),
+        "degenerate_frac": drawn.degenerate_frac,
+        "degenerate_frac_final": drawn.degenerate_frac_final,
         "tasks_with_grad": len(nonzero),
-        "episodes_sampled": sampled,
+        "episodes_sampled": drawn.sampled,
         "train_tokens": int(batch.lengths.sum()),  # positions the update reads (FLOPs, P29)
         **u,
         "entropy_coef": s.entropy_coef,
@@ -305,8 +296,7 @@ def train_pg(
     collate_fn: Collate = collate,
     teacher: TinyAgent | None = None,
 ) -> list[dict]:
-    """Train `model` in place on `tasks` (default: config.env's tasks of config.split); one
-    metrics dict per step.
+    """Train `model` in place on `tasks` (default: config.env's of config.split); step metrics.
 
     hook(step, model) runs at step 0, every `hook_every` steps and after the last; what it
     returns is logged, with the evaluations of config.eval_every. progress(record) sees each
@@ -314,19 +304,15 @@ def train_pg(
     owner closes) and checkpoints to out/ckpt-STEP; the folder is claimed unless the caller
     `claimed` it already. A resume refuses a PGConfig that differs from the checkpoint's
     outside `allow_change`. A NaN or infinite loss or gradient norm stops the run (Diverged)
-    before the optimizer steps. collate_fn is a seam for the problems' deliberate bugs.
-    With config.teacher_weight > 0, `teacher` (the frozen, loaded config.teacher) scores
-    every sampled token: on-policy distillation (arl.train.distill).
-    """
+    before the optimizer steps. collate_fn is a seam for the problems' deliberate bugs. With
+    config.teacher_weight > 0, `teacher` (the loaded config.teacher) scores every sampled
+    token: on-policy distillation (arl.train.distill)."""
     if (teacher is not None) != bool(config.teacher_weight):
         raise ArlError("train_pg: a teacher needs teacher_weight > 0, and teacher_weight one")
     if teacher is not None:
         distill.check_teacher(teacher, model, config.teacher)
         teacher.eval()
-    environment = get_environment(config.env.name)
-    pool = list(tasks) if tasks is not None else list(environment.tasks(config.split))
-    if not pool:
-        raise ArlError("train_pg needs at least one task")
+    pool, splits = task_sets(config, tasks)
     steps = config.steps if steps is None else steps
     out = Path(config.out) if config.out else None
     claim = claim_output_dir(config.out, "train pg", OWNED, reuse=config.resume)  # when entered
@@ -337,24 +323,20 @@ def train_pg(
             copy.deepcopy(model).eval() if config.kl != "off" else None,
             config.entropy_coef,
         )
-        behavior = copy.deepcopy(model).eval() if config.staleness else None
         if out is not None and config.resume:
             checkpoint.restore(out, model, s, config, allow_change)
         log = RunLog(out, config, s.step, steps, sink)
         run = StepContext(
             model=model,
-            behavior=behavior,
-            pool=pool,
             config=config,
             collate_fn=collate_fn,
-            rollouts=Rollouts(model, config),
+            rollouts=Rollouts(model, config, pool),
             teacher=teacher,
         )
 
         def run_hooks(step: int) -> None:
-            record = {}
-            if hook_due(step, config.eval_every, steps):
-                record |= evaluate_splits(model, config)
+            due = hook_due(step, config.eval_every, steps)
+            record = evaluate_tasks(model, splits, config) if due else {}
             if hook is not None and hook_due(step, hook_every, steps):
                 record |= hook(step, model) or {}
             if record:

@@ -1,19 +1,21 @@
 """PG's data source: G episodes of each task per step, from the sampler's weights.
 
-The tasks of a step (`choose_tasks`: tasks whose last group was all-pass or all-fail sit out a
-cooldown), their groups sampled in this process or on Ray rollout workers (`Rollouts`, sync or
-async within the staleness bound), all-equal groups refilled with other tasks under dynamic
-sampling (`refill`), and the weights k optimizer steps old that simulated async sampling uses
-(`sampler_of`). The loop that weights these episodes is arl.train.pg.
+`Rollouts.draw` is a step's whole draw: its tasks (`choose_tasks`: tasks whose last group was
+all-pass or all-fail sit out a cooldown), their groups sampled in this process or on Ray
+rollout workers (sync, or async within the staleness bound), all-equal groups refilled with
+other tasks under dynamic sampling, from the weights k optimizer steps old that simulated
+async sampling uses (`sampler_of`). The loop that weights these episodes is arl.train.pg.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
-from arl.env import Task, get_environment
+from arl.env import Task
 from arl.losses import degenerate_groups
 from arl.model import TinyAgent
 from arl.rollout import rollout_batch
@@ -39,6 +41,11 @@ def sample_groups(
     return [trajs[i * G : (i + 1) * G] for i in range(len(tasks))]
 
 
+def remote_groups(policy, tasks: Sequence[Task], seed: int, config: PGConfig):
+    """A rollout worker's job: sample_groups on the worker's copy of the policy."""
+    return sample_groups(policy, tasks, config, seed)
+
+
 def group_rewards(groups: Sequence[Sequence[Trajectory]]) -> torch.Tensor:
     return torch.tensor([[t.reward for t in g] for g in groups], dtype=torch.float)  # (N, G)
 
@@ -53,31 +60,27 @@ def choose_tasks(pool: Sequence[Task], s: LoopState, n: int, step: int) -> list[
     return eligible + extra + s.rng.choices(pool, k=n - len(eligible) - len(extra))
 
 
-def refill(draw, pool, chosen, groups, config: PGConfig, s: LoopState) -> int:
-    """Dynamic sampling: replace all-equal groups by groups of other tasks, in place; returns
-    the episodes sampled for it."""
-    sampled = 0
-    for _ in range(config.max_refills if config.dynamic_sampling else 0):
-        bad = degenerate_groups(group_rewards(groups)).nonzero().flatten().tolist()
-        if not bad:
-            break
-        used = {t.name for t in chosen}
-        fresh = [t for t in pool if t.name not in used] or pool
-        if len(fresh) >= len(bad):
-            new_tasks = s.rng.sample(fresh, len(bad))
-        else:
-            new_tasks = [s.rng.choice(fresh) for _ in bad]
-        new = draw(new_tasks, s.rng.randrange(2**31))
-        sampled += len(new_tasks) * config.group_size
-        for j, i in enumerate(bad):
-            if not degenerate_groups(group_rewards([new[j]]))[0]:
-                groups[i], chosen[i] = new[j], new_tasks[j]
-    return sampled
+def sampler_of(model: TinyAgent, behavior: TinyAgent | None, s: LoopState, k: int) -> TinyAgent:
+    """The weights of k optimizer steps ago (simulated async sampling, Problem 16)."""
+    if not k:
+        return model
+    s.queue.append({n: v.detach().clone() for n, v in model.state_dict().items()})
+    while len(s.queue) > k + 1:
+        s.queue.popleft()
+    behavior.load_state_dict(s.queue[0])
+    return behavior
 
 
-def remote_groups(policy, tasks: Sequence[Task], seed: int, config: PGConfig):
-    """A rollout worker's job: sample_groups on the worker's copy of the policy."""
-    return sample_groups(policy, tasks, config, seed)
+@dataclass(frozen=True)
+class Drawn:
+    """A step's groups, and what drawing them cost and found."""
+
+    chosen: list[Task]  # the task of each group, after the refills
+    groups: list[list[Trajectory]]  # (N, G) episodes
+    sampled: int  # episodes sampled: the refills' too
+    degenerate_frac: float  # share of all-equal groups as first drawn
+    degenerate_frac_final: float  # and after the refills
+    extra: dict[str, int]  # async: the staleness of the job taken, the jobs dropped so far
 
 
 class Rollouts:
@@ -89,8 +92,10 @@ class Rollouts:
     one that finishes, `lag` updates old, and drops it (and samples again) past `staleness`.
     """
 
-    def __init__(self, model, config: PGConfig):
-        self.config, self.workers, self.dropped = config, None, 0
+    def __init__(self, model: TinyAgent, config: PGConfig, pool: Sequence[Task]):
+        self.config, self.pool, self.workers, self.dropped = config, list(pool), None, 0
+        stale = config.staleness and not config.async_rollouts  # simulated: k steps old weights
+        self.behavior = copy.deepcopy(model).eval() if stale else None  # the sampler's copy
         if config.rollout_workers:
             from functools import partial
 
@@ -99,38 +104,71 @@ class Rollouts:
             job = partial(remote_groups, config=config)
             self.workers = RolloutWorkers(model, job, config.rollout_workers, config.ray_address)
 
-    def sample(self, sampler, version: int, tasks: Sequence[Task], seed: int) -> list:
+    def draw(self, model: TinyAgent, s: LoopState, step: int) -> Drawn:
+        """Step `step`'s groups; the tasks of all-equal ones then sit out their cooldown."""
+        config = self.config
+        if config.async_rollouts:
+            chosen, groups, lag = self._ahead(model, s, step)
+            extra = {"rollout/staleness": lag, "rollout/dropped": self.dropped}
+            sampled = len(chosen) * config.group_size
+            degenerate0 = degenerate_groups(group_rewards(groups))  # (N,)
+        else:
+            sampler = sampler_of(model, self.behavior, s, config.staleness)
+            version = max(step - 1 - config.staleness, 0)  # updates in the sampler's weights
+            chosen = choose_tasks(self.pool, s, config.tasks_per_step, step)
+            groups = self._sample(sampler, version, chosen, s.rng.randrange(2**31))
+            degenerate0 = degenerate_groups(group_rewards(groups))  # (N,)
+            extra, sampled = {}, len(chosen) * config.group_size
+            sampled += self._refill(sampler, version, chosen, groups, s)
+        degenerate = degenerate_groups(group_rewards(groups))  # (N,) after the refills
+        for t, d in zip(chosen, degenerate.tolist(), strict=True):
+            if d and config.filter_cooldown:
+                s.cooldown[t.name] = step + 1 + config.filter_cooldown
+        first, final = float(degenerate0.float().mean()), float(degenerate.float().mean())
+        return Drawn(chosen, groups, sampled, first, final, extra)
+
+    def _sample(self, sampler, version: int, tasks: Sequence[Task], seed: int) -> list:
         """The groups of `tasks`, sampled now by `sampler` (weights `version`)."""
         if self.workers is None:
             return sample_groups(sampler, tasks, self.config, seed)
         self.workers.submit(version, sampler.state_dict(), tasks, seed)
         return self.workers.next()[1]
 
-    def ahead(self, model, pool, s: LoopState, step: int) -> tuple[list[Task], list, int]:
+    def _refill(self, sampler, version: int, chosen: list, groups: list, s: LoopState) -> int:
+        """Dynamic sampling: replace all-equal groups by groups of other tasks, in place; returns
+        the episodes sampled for it."""
+        config, pool, sampled = self.config, self.pool, 0
+        for _ in range(config.max_refills if config.dynamic_sampling else 0):
+            bad = degenerate_groups(group_rewards(groups)).nonzero().flatten().tolist()
+            if not bad:
+                break
+            used = {t.name for t in chosen}
+            fresh = [t for t in pool if t.name not in used] or pool
+            if len(fresh) >= len(bad):
+                new_tasks = s.rng.sample(fresh, len(bad))
+            else:
+                new_tasks = [s.rng.choice(fresh) for _ in bad]
+            new = self._sample(sampler, version, new_tasks, s.rng.randrange(2**31))
+            sampled += len(new_tasks) * config.group_size
+            for j, i in enumerate(bad):
+                if not degenerate_groups(group_rewards([new[j]]))[0]:
+                    groups[i], chosen[i] = new[j], new_tasks[j]
+        return sampled
+
+    def _ahead(self, model: TinyAgent, s: LoopState, step: int) -> tuple[list[Task], list, int]:
         """Async: the first finished job within the staleness bound: (tasks, groups, lag)."""
         k = self.config.tasks_per_step
+        by_name = {t.name: t for t in self.pool}  # a job's groups name the tasks it drew
         while True:
             while self.workers.idle:  # keep every worker busy, from the newest weights
-                planned = choose_tasks(pool, s, k, step)
+                planned = choose_tasks(self.pool, s, k, step)
                 self.workers.submit(step - 1, model.state_dict(), planned, s.rng.randrange(2**31))
             version, groups = self.workers.next()
             lag = step - 1 - version  # optimizer steps since those weights
             if lag <= self.config.staleness:
-                environment = get_environment(self.config.env.name)
-                return [environment.get_task(g[0].task) for g in groups], groups, lag
+                return [by_name[g[0].task] for g in groups], groups, lag
             self.dropped += 1
 
     def close(self) -> None:
         if self.workers is not None:
             self.workers.close()
-
-
-def sampler_of(model: TinyAgent, behavior: TinyAgent | None, s: LoopState, k: int) -> TinyAgent:
-    """The weights of k optimizer steps ago (simulated async sampling, Problem 16)."""
-    if not k:
-        return model
-    s.queue.append({n: v.detach().clone() for n, v in model.state_dict().items()})
-    while len(s.queue) > k + 1:
-        s.queue.popleft()
-    behavior.load_state_dict(s.queue[0])
-    return behavior

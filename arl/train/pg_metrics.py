@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from arl.env import SPLITS, get_environment
+from arl.env import SPLITS, Task, get_environment
 from arl.errors import ArlError
 from arl.eval.metrics import environment_summary, graded, run_policy
 from arl.logging_bridge import Sink, scalars
@@ -83,21 +83,28 @@ def update_metrics(stats: list[dict[str, float]], grad_norms: list[float], minib
     }
 
 
-def evaluate_splits(model: TinyAgent, config: PGConfig) -> dict[str, float]:
-    """Hidden-test pass rate on the train and held-out splits (same seed every time), scored
-    as `arl eval` scores (the environment's `eval_config`)."""
-    environment = get_environment(config.env.name)
+def evaluate_tasks(
+    model: TinyAgent, splits: dict[str, Sequence[Task]], config: PGConfig
+) -> dict[str, float]:
+    """Hidden-test pass rate on each split's tasks (same seed every time), scored as `arl eval`
+    scores (the environment's `eval_config`)."""
     out = {}
-    for split in SPLITS:
+    for split, tasks in splits.items():
         trajs = run_policy(
             model,
-            environment.tasks(split),
+            tasks,
             samples=config.eval_samples,
             seed=config.seed + 10_007,
             env_config=config.env.eval_config(),
         )
         out[f"eval/{split}_pass"] = float(np.mean([t.passed for t in graded(trajs)] or [0.0]))
     return out
+
+
+def evaluate_splits(model: TinyAgent, config: PGConfig) -> dict[str, float]:
+    """evaluate_tasks on config.env's train and held-out splits."""
+    environment = get_environment(config.env.name)
+    return evaluate_tasks(model, {split: environment.tasks(split) for split in SPLITS}, config)
 
 
 def is_finite_history(history: Sequence[dict]) -> bool:
@@ -130,9 +137,9 @@ class RunLog:
         self.sink: Sink | None = sink
         self.file = None
         if out is not None:
-            atomic_write_json(out / "config.json", asdict(config))
             path = out / "metrics.jsonl"
-            keep = kept_metrics(path, start, config, steps)
+            keep = kept_metrics(path, start, config, steps)  # read (and checked) before any write
+            atomic_write_json(out / "config.json", asdict(config))
             atomic_write_text(path, "".join(dumps_finite(r) + "\n" for r in keep))
             self.file = path.open("a", encoding="utf-8")
 
