@@ -264,7 +264,13 @@ class TurnLoop:
 SPLITS = ("train", "heldout")  # every environment's task splits: trained on, and held out
 
 # name -> "module:attribute" of the Environment; imported on first use
-REGISTRY = {"bugfix": "arl.gym.environment:BUGFIX", "codefix": "arl.codefix.environment:CODEFIX"}
+REGISTRY = {
+    "bugfix": "arl.gym.environment:BUGFIX",
+    "codefix": "arl.codefix.environment:CODEFIX",
+    "bugfix-judged": "arl.gym.judged:BUGFIX_JUDGED",  # Problem 10: a learned judge's reward
+    "bugfix-leaky": "arl.gym.leak:LEAKY_ENV",  # Problem 11: history leaks the fix
+    "bugfix-sealed": "arl.gym.leak:SEALED_ENV",  # Problem 11: the history stripped
+}
 NAMES = tuple(REGISTRY)
 
 
