@@ -22,6 +22,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from arl.cli import adopt as adopt_cli
+    from arl.cli import audit as audit_cli
     from arl.cli import calculators as calc_cli
     from arl.cli import export as export_cli
     from arl.cli import gym as gym_cli
@@ -40,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for module in (gym_cli, train_cli, reproduce_cli, stats_cli, calc_cli, sim_cli, export_cli):
         module.register(sub)
+    audit_cli.register(sub)  # `arl audit env NAME` (Problem 11)
+    adopt_cli.register(sub)
     return parser
 
 
