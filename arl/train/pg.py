@@ -42,7 +42,14 @@ from arl.train.checkpoint import LoopState
 from arl.train.common import Hook, frozen_logprobs, hook_due, make_optimizer, optimizer_step
 from arl.train.pg_config import PGConfig
 from arl.train.pg_groups import Rollouts, group_rewards
-from arl.train.pg_metrics import RunLog, evaluate_tasks, quantile, rollout_metrics, update_metrics
+from arl.train.pg_metrics import (
+    RunLog,
+    evaluate_tasks,
+    mismatch_stats,
+    quantile,
+    rollout_metrics,
+    update_metrics,
+)
 from arl.types import Trajectory
 
 # the only non-deterministic metrics (time/ref: with a KL reference)
@@ -159,6 +166,7 @@ def accumulate_policy_gradient(
         "capped_frac": sums["cap"] / n,
         "kl/mu_k3": sums["mu_k3"] / n,
         "kl/mu_absq99": quantile(mu_abs, 0.99),
+        **mismatch_stats(mu_abs),  # the same |log mu - log pi_prox|: mean, p99.9 (Problem 20)
     }
     if ref_logp is not None:
         out |= {"kl/ref_k3": sums["ref_k3"] / n, "kl/ref_absq99": quantile(ref_abs, 0.99)}

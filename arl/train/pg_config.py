@@ -58,6 +58,7 @@ CHOICES = {
     "aggregation": AGGREGATIONS,
     "kl": ("off", *KL_ESTIMATORS),
     "kl_in": ("loss", "reward"),
+    "sampler_dtype": ("float32", "bfloat16"),
 }
 
 
@@ -114,6 +115,8 @@ class PGConfig:
     staleness: int = 1  # k: rollouts come from weights k optimizer steps old (0: on-policy)
     is_correction: bool = True  # multiply each token by min(pi_prox / mu, is_cap)
     is_cap: float = 2.0  # C, the importance-weight cap
+    # --- the sampler's numerics (Problem 20): its copy of the same weights, refreshed every step
+    sampler_dtype: str = "float32"  # float32 | bfloat16 (logits in bf16, log-softmax in fp32)
     # --- rollout workers on Ray (the `staleness` bound and the correction apply to them)
     rollout_workers: int = 0  # Ray actors that sample the rollouts (0: this process samples)
     async_rollouts: bool = False  # workers sample ahead on older weights, at most `staleness`
@@ -162,6 +165,10 @@ class PGConfig:
             self._refuse("teacher_weight", "needs a teacher")
         if not self.teacher_weight and not self.reward_weight:
             self._refuse("reward_weight", "and teacher_weight are both 0: nothing to learn from")
+        if self.sampler_dtype != "float32" and self.rollout_workers:
+            self._refuse(
+                "sampler_dtype", "other than float32 samples here: not with rollout_workers"
+            )
         if self.async_rollouts and self.dynamic_sampling:
             self._refuse("dynamic_sampling", "is synchronous: not with async_rollouts")
 
@@ -184,7 +191,9 @@ class PGConfig:
     @property
     def prox_forward(self) -> bool:
         """Whether a step computes pi_prox in a frozen forward pass: the batch is updated more
-        than once, or the KL penalty is folded into the reward."""
+        than once, or the KL penalty is folded into the reward. A sampler in another dtype
+        (Problem 20) needs none: with one update, pi_prox is the trainer's own float32 forward
+        of the current weights (the surrogate's detached log-probs), never the sampler's mu."""
         return self.updates_per_step > 1 or (self.kl != "off" and self.kl_in == "reward")
 
     def quick(self) -> PGConfig:
@@ -218,7 +227,13 @@ FIELD_CHECKS = {
     "str": lambda v: isinstance(v, str),
 }
 # fields added after checkpoints were written, with the value that meant their absence
-ADDED = {"teacher": "", "teacher_weight": 0.0, "teacher_discount": 0.0, "reward_weight": 1.0}
+ADDED = {
+    "teacher": "",
+    "teacher_weight": 0.0,
+    "teacher_discount": 0.0,
+    "reward_weight": 1.0,
+    "sampler_dtype": "float32",
+}
 REMOVED = {"mask_shift": "Problem 28's shifted mask lives in arl/experiments/problems/mutations.py"}
 
 

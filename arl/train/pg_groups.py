@@ -71,6 +71,15 @@ def sampler_of(model: TinyAgent, behavior: TinyAgent | None, s: LoopState, k: in
     return behavior
 
 
+def in_sampler_dtype(sampler: TinyAgent, low: TinyAgent | None) -> TinyAgent:
+    """The sampler's weights in the inference engine's dtype (Problem 20): copied, rounded,
+    into `low` (a copy kept in that dtype, whose logits are then computed in it); None: as is."""
+    if low is None:
+        return sampler
+    low.load_state_dict(sampler.state_dict())  # copy_ casts each tensor to low's dtype
+    return low
+
+
 @dataclass(frozen=True)
 class Drawn:
     """A step's groups, and what drawing them cost and found."""
@@ -96,6 +105,9 @@ class Rollouts:
         self.config, self.pool, self.workers, self.dropped = config, list(pool), None, 0
         stale = config.staleness and not config.async_rollouts  # simulated: k steps old weights
         self.behavior = copy.deepcopy(model).eval() if stale else None  # the sampler's copy
+        low = config.sampler_dtype != "float32"  # the inference engine's dtype (Problem 20)
+        dtype = getattr(torch, config.sampler_dtype)
+        self.low = copy.deepcopy(model).to(dtype).eval() if low else None  # refreshed each step
         if config.rollout_workers:
             from functools import partial
 
@@ -114,6 +126,7 @@ class Rollouts:
             degenerate0 = degenerate_groups(group_rewards(groups))  # (N,)
         else:
             sampler = sampler_of(model, self.behavior, s, config.staleness)
+            sampler = in_sampler_dtype(sampler, self.low)
             version = max(step - 1 - config.staleness, 0)  # updates in the sampler's weights
             chosen = choose_tasks(self.pool, s, config.tasks_per_step, step)
             groups = self._sample(sampler, version, chosen, s.rng.randrange(2**31))

@@ -22,6 +22,7 @@ from arl.train.pg_config import PGConfig
 from arl.types import Trajectory
 
 REF_KEYS = ("kl/ref_k3", "kl/ref_absq99")
+MISMATCH_KEYS = ("mismatch/mean", "mismatch/p999")
 
 
 def _pct(values: list[int], q: float) -> float | None:
@@ -32,6 +33,15 @@ def quantile(parts: list[torch.Tensor], q: float) -> float:
     """The q-quantile of the concatenated parts (0 when empty)."""
     x = torch.cat(parts) if parts else torch.zeros(0)
     return float(torch.quantile(x, q)) if x.numel() else 0.0
+
+
+def mismatch_stats(abs_parts: list[torch.Tensor]) -> dict[str, float]:
+    """The training-inference mismatch (Problem 20): the mean and the 99.9th percentile of
+    |log pi_prox - log mu| over the policy tokens of the concatenated parts (0 when empty)."""
+    x = torch.cat(abs_parts) if abs_parts else torch.zeros(0)  # (N,) one per policy token
+    if not x.numel():
+        return dict.fromkeys(MISMATCH_KEYS, 0.0)
+    return {"mismatch/mean": float(x.mean()), "mismatch/p999": quantile([x], 0.999)}
 
 
 def rollout_metrics(trajs: Sequence[Trajectory], config: PGConfig) -> dict[str, Any]:
@@ -77,6 +87,7 @@ def update_metrics(stats: list[dict[str, float]], grad_norms: list[float], minib
         "capped_frac": first["capped_frac"],
         "kl/mu_k3": first["kl/mu_k3"],
         "kl/mu_absq99": first["kl/mu_absq99"],
+        **{k: first[k] for k in MISMATCH_KEYS},
         **{k: first[k] for k in REF_KEYS if k in first},
         "grad_norm": float(np.mean(grad_norms)),
         "loss": float(np.mean([s["loss"] for s in stats])),
