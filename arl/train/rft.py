@@ -45,6 +45,7 @@ class RFTConfig:
     dedup: bool = False  # keep one episode per distinct action sequence
     cap_per_task: int = 0  # at most this many kept episodes per task (0: no cap)
     temperature: float = 1.0  # sampling temperature
+    group_baseline: bool = False  # also train on each task's failures, weight -Rbar/(1-Rbar)
     seed: int = 0  # round r samples and fine-tunes with seed * 100 + r; the cap draws from seed
 
     def __post_init__(self) -> None:
@@ -127,6 +128,22 @@ def select(trajs: Sequence[Trajectory], config: RFTConfig, rng: random.Random) -
     return kept
 
 
+def baseline_weights(
+    samples: Sequence[Trajectory], kept: Sequence[Trajectory], filter: str
+) -> tuple[list[Trajectory], list[float]]:
+    """RFT with a group baseline (Chapter 15, Exercise 4): the kept episodes with weight 1, and
+    the rejected ones of each task (its group) with weight -Rbar/(1-Rbar), Rbar the task's
+    accept rate. Per group these are the mean-baseline advantages r - Rbar over 1 - Rbar, so
+    their gradient is the baseline policy gradient's, each group's scaled by 1/(1 - Rbar)."""
+    groups: dict[str, list[bool]] = {}
+    for tr in graded(samples):
+        groups.setdefault(tr.task, []).append(accepts(tr, filter))
+    rate = {task: sum(v) / len(v) for task, v in groups.items()}
+    failed = [tr for tr in graded(samples) if not accepts(tr, filter) and rate[tr.task] > 0]
+    weights = [1.0] * len(kept) + [-rate[tr.task] / (1 - rate[tr.task]) for tr in failed]
+    return [*kept, *failed], weights
+
+
 def expert_iteration(
     model: TinyAgent,
     tasks: Sequence[Task],
@@ -164,7 +181,10 @@ def expert_iteration(
                 lr=config.lr,
                 seed=config.seed * 100 + r,
             )
-            sft_train(model, kept, sft, hook_every=0)
+            data, weights = list(kept), None
+            if config.group_baseline:
+                data, weights = baseline_weights(samples, kept, config.filter)
+            sft_train(model, data, sft, hook_every=0, weights=weights)
         record["steps"] = (r + 1) * config.steps_per_round
         if hook is not None:
             record |= hook(r, model) or {}

@@ -17,7 +17,7 @@ import torch
 from arl.batch import collate
 from arl.checks import DERIVED_SEED_MAX, check, check_seed
 from arl.errors import ArlError
-from arl.losses import AGGREGATIONS, sft_loss, token_logprobs
+from arl.losses import AGGREGATIONS, pg_loss, sft_loss, token_logprobs
 from arl.model import TinyAgent
 from arl.train.common import Hook, hook_due, make_optimizer, optimizer_step
 from arl.types import Trajectory
@@ -74,13 +74,18 @@ def sft_train(
     hook: Hook | None = None,
     hook_every: int = 10,
     optimizer: torch.optim.Optimizer | None = None,
+    weights: Sequence[float] | None = None,
 ) -> list[dict]:
     """Train in place; returns one record per step (loss) plus whatever the hook returned.
 
     The hook runs at step 0 and then every `hook_every` steps (and after the last step).
+    `weights`: one per trajectory, multiplying its tokens' terms (RFT with a group baseline
+    trains on failures with negative weights); None: all 1, plain SFT.
     """
     if not data:
         raise ArlError("SFT needs at least one trajectory")
+    if weights is not None and len(weights) != len(data):
+        raise ArlError(f"weights: {len(weights)} for {len(data)} trajectories")
     opt = optimizer or make_optimizer(
         model, config.lr, config.weight_decay, betas=(0.9, config.beta2)
     )
@@ -99,7 +104,12 @@ def sft_train(
         # the data source: a minibatch of fixed trajectories; the weight: 1 on every action token
         idx = torch.randint(len(data), (config.batch_size,), generator=gen).tolist()
         batch = collate([data[i] for i in idx])
-        loss = sft_loss(token_logprobs(model, batch), batch.action_mask, config.aggregation)
+        logp = token_logprobs(model, batch)
+        if weights is None:
+            loss = sft_loss(logp, batch.action_mask, config.aggregation)
+        else:  # sum_i w_i log pi(tau_i), aggregated as SFT's: sft_loss when every w_i = 1
+            w = torch.tensor([float(weights[i]) for i in idx])  # (batch,)
+            loss = pg_loss(logp, w, batch.action_mask, config.aggregation)
         if config.warmup_steps or config.decay != "constant":
             for group in opt.param_groups:
                 group["lr"] = scheduled_lr(step, config)
