@@ -1,4 +1,4 @@
-"""`arl reproduce ch15` and `arl reproduce problem N`: the book's experiments, measured.
+"""`arl reproduce ch15`, `problem N` and `exercise N`: the book's experiments, measured.
 
 The experiments compute and write files; here the flags become their arguments and their
 results become the tables printed.
@@ -12,7 +12,34 @@ import sys
 from arl.cli.args import add_ray_flag, int_in, positive_int, seed_int
 
 # the keys of arl.experiments.problems.PROBLEMS (a test checks), here so --help stays fast
-PROBLEM_NUMBERS = (1, 2, 3, 4, 6, 7, 8, 9, 12, 13, 14, 16, 17, 26, 28, 29)
+PROBLEM_NUMBERS = (
+    1,
+    2,
+    3,
+    4,
+    6,
+    7,
+    8,
+    9,
+    10,
+    11,
+    12,
+    13,
+    14,
+    16,
+    17,
+    20,
+    24,
+    25,
+    26,
+    27,
+    28,
+    29,
+    30,
+)
+
+# the keys of arl.experiments.exercises.EXERCISES (a test checks): Chapter 15's exercises
+EXERCISE_NUMBERS = (1, 2, 3, 4, 5, 6)
 
 
 def log(line: str) -> None:
@@ -110,8 +137,9 @@ def problem_number(text: str) -> str:
     return str(positive_int(text))
 
 
-def cmd_problem(args: argparse.Namespace) -> int:
-    """Run one problem, or every one (`all`), over the seeds; then print the verdicts."""
+def cmd_problem(args: argparse.Namespace, kind: str = "problem") -> int:
+    """Run one problem (or exercise), or every one (`all`), over the seeds; then print the
+    verdicts."""
     import os
     from pathlib import Path
 
@@ -122,48 +150,55 @@ def cmd_problem(args: argparse.Namespace) -> int:
     set_threads()
     seeds = seeds_of(args)
     where = Where(workers=args.workers or min(len(seeds), os.cpu_count() or 1), ray=args.ray)
+    flags = dict(quick=args.quick, overwrite=args.overwrite, where=where, log=log, kind=kind)
     if args.number == "all":
-        out = Path(args.out or "runs/problems")
-        print_problems(problems.run_all(seeds, args.quick, out, args.overwrite, where, log), out)
+        out = Path(args.out or f"runs/{kind}s")
+        print_problems(problems.run_all(seeds, out=out, **flags), out, kind)
         return 0
     number = int(args.number)
-    out = Path(args.out or f"runs/problem-{number}")
-    results = problems.run(number, seeds, args.quick, out, args.overwrite, where, log)
-    print_problem(results, out)
+    out = Path(args.out or f"runs/{kind}-{number}")
+    print_problem(problems.run(number, seeds, out=out, **flags), out, kind)
     return 0
 
 
-def print_problem(results: dict, out) -> None:
+def cmd_exercise(args: argparse.Namespace) -> int:
+    """Run one Chapter 15 exercise, or every one (`all`), over the seeds."""
+    return cmd_problem(args, "exercise")
+
+
+def print_problem(results: dict, out, kind: str = "problem") -> None:
     """One problem: the book's claim, the verdict over seeds, each seed's line, the files."""
-    n = results["problem"]
-    print(f"Problem {n}{' (quick)' if results['quick'] else ''}: {results['claim']['book']}")
+    n = results[kind]
+    title = f"{kind.capitalize()} {n}{' (quick)' if results['quick'] else ''}"
+    print(f"{title}: {results['claim']['book']}")
     print(f"  {results['conclusion']}")
     for c in results.get("claims", []):  # a problem whose answer makes several claims
         print(f"  {c['claim']['book']}: {c['conclusion']}")
     for r in results["per_seed"]:
         print(f"  seed {r['seed']}: {r['detail']}")
-    files = f"{out / 'results.json'}, {out / f'problem-{n}.png'}"
+    files = f"{out / 'results.json'}, {out / f'{kind}-{n}.png'}"
     print(f"[{results['seconds']} s of compute; {files}]")
 
 
-def print_problems(payload: dict, out) -> None:
+def print_problems(payload: dict, out, kind: str = "problem") -> None:
     """Every problem: one row each (claim, effect, interval, seeds, shown or its cause)."""
     from rich.console import Console
     from rich.table import Table
 
     q = " -- QUICK settings: verdicts are not results" if payload["quick"] else ""
-    shown = f"{payload['shown']} of {payload['problems']} show their mechanism"
-    title = f"Appendix B problems: {shown} (seeds {payload['seeds']}){q}"
+    shown = f"{payload['shown']} of {payload[f'{kind}s']} show their mechanism"
+    what = "Appendix B problems" if kind == "problem" else "Chapter 15 exercises"
+    title = f"{what}: {shown} (seeds {payload['seeds']}){q}"
     table = Table(title=title, show_lines=True)
-    for col in ("problem", "book's claim", "effect", "mean +- SE [interval]", "seeds", "shown"):
+    for col in (kind, "book's claim", "effect", "mean +- SE [interval]", "seeds", "shown"):
         table.add_column(col, overflow="fold")
     for r in payload["rows"]:
         verdict = "[green]yes[/]" if r["shown"] else f"[red]no[/]: {r['cause']}"
         cells = (r["claim"], r["effect"], r["measured"], r["seeds"], verdict)
-        table.add_row(str(r["problem"]), *cells)
+        table.add_row(str(r[kind]), *cells)
     console = Console()
     console.print(table)
-    console.print(f"wrote {out / 'summary.json'}, {out / 'summary.md'} and problem-N/ folders")
+    console.print(f"wrote {out / 'summary.json'}, {out / 'summary.md'} and {kind}-N/ folders")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -218,3 +253,34 @@ def register(sub: argparse._SubParsersAction) -> None:
         "finished run with the same settings is resumed or read back)",
     )
     q.set_defaults(func=cmd_problem)
+    add_exercise_parser(rs)
+
+
+def add_exercise_parser(rs) -> None:
+    """`arl reproduce exercise N|all`: Chapter 15's exercises, in the problems' form."""
+    valid = ", ".join(str(n) for n in EXERCISE_NUMBERS)
+    x = rs.add_parser(
+        "exercise",
+        help=f"a Chapter 15 exercise run on the gym over seeds (N: {valid}, or all)",
+        description=f"Run Chapter 15's Exercise N on the gym over seeds, judged by a per-seed "
+        f"effect (mean +- 2 SE over seeds); N is one of {valid}, or `all` for every exercise "
+        "in sequence with one summary table. (Exercise 7, the design review, is worked in "
+        "docs/ch15.md with `arl reproduce problem 29`.)",
+    )
+    x.add_argument(
+        "number", type=problem_number, metavar="N", help=f"the exercise: one of {valid}, or all"
+    )
+    x.add_argument(
+        "--quick", action="store_true", help="a reduced run (checks it runs; no results)"
+    )
+    add_seed_flags(x, 3, "the effect as mean +- SE, k/N seeds")
+    x.add_argument(
+        "--out", default=None, help="output directory (default runs/exercise-N; runs/exercises)"
+    )
+    x.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace another run's files in --out (default: refuse; a partial or "
+        "finished run with the same settings is resumed or read back)",
+    )
+    x.set_defaults(func=cmd_exercise)

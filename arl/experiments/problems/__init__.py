@@ -13,17 +13,24 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from arl.checks import check_seed
 from arl.errors import ArlError
 from arl.experiments.problems import (
+    adopt_demo,
     distillation,
     dynamics,
     estimators,
     freeform,
+    judged,
     kl,
+    leak,
+    length,
+    objective,
+    passk,
+    precision,
     rewards,
     systems,
 )
@@ -48,31 +55,81 @@ PROBLEMS: dict[int, Problem] = {
     7: rewards.PROBLEM_7,
     8: rewards.PROBLEM_8,
     9: rewards.PROBLEM_9,
+    10: judged.PROBLEM_10,
+    11: leak.PROBLEM_11,
     12: rewards.PROBLEM_12,
     13: rewards.PROBLEM_13,
     14: freeform.PROBLEM_14,
     16: systems.PROBLEM_16,
     17: systems.PROBLEM_17,
+    20: precision.PROBLEM_20,
+    24: passk.PROBLEM_24,
+    25: objective.PROBLEM_25,
     26: dynamics.PROBLEM_26,
+    27: length.PROBLEM_27,
     28: dynamics.PROBLEM_28,
     29: distillation.PROBLEM_29,
+    30: adopt_demo.PROBLEM_30,
 }
 OWNED = ("results.json", "results.partial.json", "problem-*.png")
 
 
-def get(number: int) -> Problem:
-    if number not in PROBLEMS:
-        avail = ", ".join(str(n) for n in PROBLEMS)
-        raise ArlError(f"problem {number}: not reproduced (available: {avail})")
-    return PROBLEMS[number]
+@dataclass(frozen=True)
+class Registry:
+    """A numbered set of reproductions run by the same machinery: Appendix B's problems, or
+    Chapter 15's exercises (arl.experiments.exercises). `kind` names them in messages, in
+    results.json's key, in the figure's name (KIND-N.png) and in the default folders."""
+
+    kind: str  # "problem" or "exercise"
+    entries: dict[int, Problem]
+
+    @property
+    def owned(self) -> tuple[str, ...]:
+        """The files a run of this kind writes in its folder (problems: OWNED)."""
+        return ("results.json", "results.partial.json", f"{self.kind}-*.png")
+
+    def figure(self, number: int) -> str:
+        return f"{self.kind}-{number}.png"
+
+    def default_out(self, number: int | None = None) -> Path:
+        """runs/KIND-N for one, runs/KINDs for all of them."""
+        return Path(f"runs/{self.kind}s" if number is None else f"runs/{self.kind}-{number}")
 
 
-def measure_seed(number: int, quick: bool, seed: int) -> dict:
-    """One seed of one problem (a picklable task for local processes and Ray)."""
+KINDS = ("problem", "exercise")
+
+
+def registry(kind: str = "problem") -> Registry:
+    """The problems' registry, or the exercises' (imported here, on first use: the exercises
+    package imports this one)."""
+    if kind == "problem":
+        return Registry("problem", PROBLEMS)
+    if kind == "exercise":
+        from arl.experiments.exercises import EXERCISES
+
+        return Registry("exercise", EXERCISES)
+    raise ArlError(f"unknown kind {kind!r} (choose from {', '.join(KINDS)})")
+
+
+def get(number: int, kind: str = "problem") -> Problem:
+    entries = registry(kind).entries
+    if number not in entries:
+        avail = ", ".join(str(n) for n in entries)
+        raise ArlError(f"{kind} {number}: not reproduced (available: {avail})")
+    return entries[number]
+
+
+def _get(number: int, kind: str) -> Problem:
+    """get() looked up in this module at call time (a test may replace it for problems)."""
+    return get(number) if kind == "problem" else get(number, kind)
+
+
+def measure_seed(number: int, quick: bool, seed: int, kind: str = "problem") -> dict:
+    """One seed of one problem or exercise (a picklable task for local processes and Ray)."""
     t0 = time.perf_counter()
-    results, detail = get(number).measure(Ctx(number=number, quick=quick, seed=seed))
+    results, detail = _get(number, kind).measure(Ctx(number=number, quick=quick, seed=seed))
     if not math.isfinite(float(results.get("effect", float("nan")))):
-        raise RuntimeError(f"problem {number} measured no finite effect")  # a bug, not input
+        raise RuntimeError(f"{kind} {number} measured no finite effect")  # a bug, not input
     return {
         "seed": seed,
         **results,
@@ -81,20 +138,22 @@ def measure_seed(number: int, quick: bool, seed: int) -> dict:
     }
 
 
-def _settings(number: int, quick: bool) -> dict:
-    """What a resumed or read-back run must share: the problem, its size and its claim."""
-    return plain({"problem": number, "quick": quick, "claim": asdict(get(number).claim)})
+def _settings(number: int, quick: bool, kind: str = "problem") -> dict:
+    """What a resumed or read-back run must share: the problem (or exercise), its size and its
+    claim."""
+    claim = asdict(_get(number, kind).claim)
+    return plain({kind: number, "quick": quick, "claim": claim})
 
 
-def _same_measurement(saved: dict, settings: dict) -> bool:
+def _same_measurement(saved: dict, settings: dict, kind: str = "problem") -> bool:
     """Whether saved seeds measured what `settings` measures: the problem, its size and its
     effect. The claim's threshold, direction and cause may differ: the verdict is redone."""
     claim = saved.get("claim") if isinstance(saved.get("claim"), dict) else {}
-    theirs = (saved.get("problem"), saved.get("quick"), claim.get("effect"))
-    return theirs == (settings["problem"], settings["quick"], settings["claim"]["effect"])
+    theirs = (saved.get(kind), saved.get("quick"), claim.get("effect"))
+    return theirs == (settings[kind], settings["quick"], settings["claim"]["effect"])
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path, kind: str = "problem") -> dict:
     try:
         saved = json.loads(path.read_text())
     except (OSError, ValueError) as e:
@@ -102,7 +161,7 @@ def _read(path: Path) -> dict:
             f"{path} is unreadable ({type(e).__name__}); pass --overwrite to start again"
         ) from None
     if not isinstance(saved, dict):
-        raise ArlError(f"{path} is not a problem run's results; pass --overwrite to start again")
+        raise ArlError(f"{path} is not a {kind} run's results; pass --overwrite to start again")
     return saved
 
 
@@ -114,28 +173,31 @@ def run(
     overwrite: bool = False,
     where: Where | None = None,
     log: Callable[[str], None] = lambda line: None,
+    kind: str = "problem",
 ) -> dict:
-    """Run one problem on `seeds`; write results.json and problem-N.png under out.
+    """Run one problem (or exercise: `kind`) on `seeds`; write results.json and problem-N.png
+    (exercise-N.png) under out.
 
     Seeds run where `where` says (this process, local processes, Ray), each saved to
     results.partial.json as it finishes; a rerun resumes them, and seeds of a finished run
     with the same settings are read back, not rerun (the verdict, conclusion and figure are
     made again from them). Another run's folder is refused unless `overwrite`.
     """
-    problem = get(number)
+    reg = registry(kind)
+    problem = _get(number, kind)
     seeds = [0] if seeds is None else list(seeds)
     for s in seeds:
         check_seed("--seed", s)
-    out = Path(out or f"runs/problem-{number}")
-    settings = _settings(number, quick)
+    out = Path(out or reg.default_out(number))
+    settings = _settings(number, quick, kind)
     with claim_output_dir(
-        out, f"reproduce problem {number}", OWNED, overwrite=overwrite, reuse=not overwrite
+        out, f"reproduce {kind} {number}", reg.owned, overwrite=overwrite, reuse=not overwrite
     ):
         done: dict[int, dict] = {}
         for name in ("results.json", "results.partial.json"):
             if (out / name).exists():
-                saved = _read(out / name)
-                if not _same_measurement(saved, settings):
+                saved = _read(out / name, kind)
+                if not _same_measurement(saved, settings, kind):
                     raise ArlError(
                         f"{out / name} holds another run; choose another --out or pass --overwrite"
                     )
@@ -143,30 +205,32 @@ def run(
                     done |= {int(r["seed"]): r for r in saved.get("per_seed", [])}
                 except (KeyError, TypeError, ValueError, AttributeError):
                     raise ArlError(
-                        f"{out / name} is not a problem run's results; pass "
+                        f"{out / name} is not a {kind} run's results; pass "
                         "--overwrite to start again"
                     ) from None
         todo = [s for s in seeds if s not in done]
         if not todo:
             log(
-                f"problem {number}: every seed finished in {out}; read back and judged again "
+                f"{kind} {number}: every seed finished in {out}; read back and judged again "
                 "(--overwrite reruns)"
             )
         elif len(todo) < len(seeds):
-            log(f"problem {number}: seeds {sorted(set(seeds) - set(todo))} already done")
-        jobs = [(number, quick, s) for s in todo]
-        for (_, _, s), r in run_many(measure_seed, jobs, where or Where()):
+            log(f"{kind} {number}: seeds {sorted(set(seeds) - set(todo))} already done")
+        # problems keep their 3-argument jobs (measure_seed(number, quick, seed))
+        jobs = [(number, quick, s) + (() if kind == "problem" else (kind,)) for s in todo]
+        for job, r in run_many(measure_seed, jobs, where or Where()):
+            s = job[2]
             done[s] = plain(r, ndigits=6)  # as a resumed seed reads it back: same verdict
             partial = {**settings, "per_seed": [done[k] for k in sorted(done)]}
             atomic_write_json(out / "results.partial.json", partial)
             log(
-                f"problem {number}: seed {s} done in {r['seconds']:.0f} s "
+                f"{kind} {number}: seed {s} done in {r['seconds']:.0f} s "
                 f"({len(set(done) & set(seeds))}/{len(seeds)})"
             )
         per_seed = [done[s] for s in seeds]
         check_records(problem, per_seed, out)
         verdict = judge(problem.claim, per_seed)
-        draw(problem, per_seed, out, number)
+        draw(problem, per_seed, out, number, reg.figure(number))
         more = [judged(key, claim, per_seed) for key, claim in problem.more]
         results = {
             **settings,
@@ -199,13 +263,13 @@ def check_records(problem: Problem, per_seed: list[dict], out: Path) -> None:
             )
 
 
-def draw(problem: Problem, per_seed: list[dict], out: Path, number: int) -> None:
-    """The figure, from every seed's record; one the figure cannot read is refused in one line
-    (the figure is written only once drawn whole)."""
+def draw(problem: Problem, per_seed: list[dict], out: Path, number: int, name: str = "") -> None:
+    """The figure (`name`, problem-N.png by default), from every seed's record; one the figure
+    cannot read is refused in one line (the figure is written only once drawn whole)."""
     from arl.experiments.ch15_seeds import missing
 
     try:
-        problem.draw(per_seed, out / f"problem-{number}.png")
+        problem.draw(per_seed, out / (name or f"problem-{number}.png"))
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
         raise ArlError(
             f"{out}: a seed's results are incomplete ({missing(e)}); pass "
@@ -230,14 +294,14 @@ def _first_cause(more: list[dict]) -> str:
     return next((c["cause"] for c in more if not c["shown"]), "")
 
 
-def summary_rows(results: dict[int, dict]) -> list[dict]:
+def summary_rows(results: dict[int, dict], kind: str = "problem") -> list[dict]:
     """One row per problem: the book's claim, the effect over seeds, shown or not, the cause."""
     rows = []
     for n, r in results.items():
         e = r["effect"]
         rows.append(
             {
-                "problem": n,
+                kind: n,
                 "claim": r["claim"]["book"],
                 "effect": r["claim"]["effect"],
                 "measured": f"{num(e['mean'], True)} +- {num(e['se'])} "
@@ -250,15 +314,15 @@ def summary_rows(results: dict[int, dict]) -> list[dict]:
     return rows
 
 
-def markdown(rows: list[dict], quick: bool) -> str:
+def markdown(rows: list[dict], quick: bool, kind: str = "problem") -> str:
     head = [
-        "| problem | book's claim | effect (per seed) | mean +- SE [2-SE interval] | seeds "
+        f"| {kind} | book's claim | effect (per seed) | mean +- SE [2-SE interval] | seeds "
         "| shown | cause if not |",
         "|---|---|---|---|---|---|---|",
     ]
     cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731 (a | inside a cell)
     lines = [
-        f"| {r['problem']} | {cell(r['claim'])} | {cell(r['effect'])} | {r['measured']} "
+        f"| {r[kind]} | {cell(r['claim'])} | {cell(r['effect'])} | {r['measured']} "
         f"| {r['seeds']} | {'yes' if r['shown'] else 'no'} | {cell(r['cause'])} |"
         for r in rows
     ]
@@ -266,7 +330,7 @@ def markdown(rows: list[dict], quick: bool) -> str:
     note = " (QUICK settings: too small to show anything; not results)" if quick else ""
     return (
         "\n".join(
-            [f"{shown} of {len(rows)} problems show their mechanism{note}.", "", *head, *lines]
+            [f"{shown} of {len(rows)} {kind}s show their mechanism{note}.", "", *head, *lines]
         )
         + "\n"
     )
@@ -275,26 +339,28 @@ def markdown(rows: list[dict], quick: bool) -> str:
 def run_all(
     seeds: list[int],
     quick: bool = False,
-    out: str | Path = "runs/problems",
+    out: str | Path | None = None,
     overwrite: bool = False,
     where: Where | None = None,
     log: Callable[[str], None] = lambda line: None,
+    kind: str = "problem",
 ) -> dict:
-    """Every problem in sequence (each into out/problem-N, resumable), then summary.json and
-    summary.md with one row per problem."""
-    out = Path(out)
+    """Every problem (or exercise) in sequence (each into out/problem-N, resumable), then
+    summary.json and summary.md with one row per problem; out: runs/problems by default."""
+    entries = registry(kind).entries
+    out = Path(out or registry(kind).default_out())
     results = {}
-    for n in PROBLEMS:
-        log(f"problem {n} ({list(PROBLEMS).index(n) + 1}/{len(PROBLEMS)})")
-        results[n] = run(n, seeds, quick, out / f"problem-{n}", overwrite, where, log)
-    rows = summary_rows(results)
+    for n in entries:
+        log(f"{kind} {n} ({list(entries).index(n) + 1}/{len(entries)})")
+        results[n] = run(n, seeds, quick, out / f"{kind}-{n}", overwrite, where, log, kind)
+    rows = summary_rows(results, kind)
     payload = {
         "quick": quick,
         "seeds": seeds,
         "shown": sum(r["shown"] for r in rows),
-        "problems": len(rows),
+        f"{kind}s": len(rows),
         "rows": rows,
     }
     atomic_write_json(out / "summary.json", plain(payload))
-    atomic_write_text(out / "summary.md", markdown(rows, quick))
+    atomic_write_text(out / "summary.md", markdown(rows, quick, kind))
     return payload
