@@ -236,28 +236,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"effect (mean +- 2 SE over seeds); N is one of {valid}, or `all` for every problem "
         "in sequence with one summary table.",
     )
-    q.add_argument(
-        "number", type=problem_number, metavar="N", help=f"the problem: one of {valid}, or all"
-    )
-    q.add_argument(
-        "--quick", action="store_true", help="a reduced run (checks it runs; no results)"
-    )
-    add_seed_flags(q, 3, "the effect as mean +- SE, k/N seeds")
-    q.add_argument(
-        "--out", default=None, help="output directory (default runs/problem-N; runs/problems)"
-    )
-    q.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace another run's files in --out (default: refuse; a partial or "
-        "finished run with the same settings is resumed or read back)",
-    )
+    add_judged_flags(q, "problem", valid)
     q.set_defaults(func=cmd_problem)
-    add_exercise_parser(rs)
-
-
-def add_exercise_parser(rs) -> None:
-    """`arl reproduce exercise N|all`: Chapter 15's exercises, in the problems' form."""
     valid = ", ".join(str(n) for n in EXERCISE_NUMBERS)
     x = rs.add_parser(
         "exercise",
@@ -267,20 +247,25 @@ def add_exercise_parser(rs) -> None:
         "in sequence with one summary table. (Exercise 7, the design review, is worked in "
         "docs/ch15.md with `arl reproduce problem 29`.)",
     )
-    x.add_argument(
-        "number", type=problem_number, metavar="N", help=f"the exercise: one of {valid}, or all"
+    add_judged_flags(x, "exercise", valid)
+    x.set_defaults(func=cmd_exercise)
+
+
+def add_judged_flags(q: argparse.ArgumentParser, kind: str, valid: str) -> None:
+    """The flags `problem` and `exercise` share: N, --quick, the seeds, --out, --overwrite."""
+    q.add_argument(
+        "number", type=problem_number, metavar="N", help=f"the {kind}: one of {valid}, or all"
     )
-    x.add_argument(
+    q.add_argument(
         "--quick", action="store_true", help="a reduced run (checks it runs; no results)"
     )
-    add_seed_flags(x, 3, "the effect as mean +- SE, k/N seeds")
-    x.add_argument(
-        "--out", default=None, help="output directory (default runs/exercise-N; runs/exercises)"
+    add_seed_flags(q, 3, "the effect as mean +- SE, k/N seeds")
+    q.add_argument(
+        "--out", default=None, help=f"output directory (default runs/{kind}-N; runs/{kind}s)"
     )
-    x.add_argument(
+    q.add_argument(
         "--overwrite",
         action="store_true",
         help="replace another run's files in --out (default: refuse; a partial or "
         "finished run with the same settings is resumed or read back)",
     )
-    x.set_defaults(func=cmd_exercise)
