@@ -21,7 +21,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from arl.eval.metrics import evaluate, graded, run_policy, summarize
+from arl.eval.metrics import graded, run_policy, summarize
+from arl.experiments.exercises.common import ei_config, split_hook
 from arl.experiments.problems.common import (
     Claim,
     Ctx,
@@ -35,7 +36,7 @@ from arl.experiments.problems.common import (
 from arl.gym.families import FAMILIES
 from arl.gym.tasks import tasks_for
 from arl.train.bases import weak_base
-from arl.train.rft import RFTConfig, expert_iteration
+from arl.train.rft import expert_iteration
 
 DEFAULT, RANDOM = "blind + read-then-guess (15.2)", "random policy only"
 
@@ -64,19 +65,8 @@ def support(model, ctx: Ctx, samples: int) -> dict:
 
 def iterate(model, ctx: Ctx) -> list[dict]:
     """Expert iteration from `model` (Section 15.3's settings), evaluated after each round."""
-    config = RFTConfig(seed=ctx.seed)
-    if ctx.quick:
-        config = replace(config, rounds=2, samples_per_task=4, steps_per_round=5)
-    samples = ctx.pick(12, 1)
-
-    def hook(r: int, m) -> dict:
-        out = {}
-        for split in ("train", "heldout"):
-            res, _ = evaluate(m, tasks_for(split), samples, seed=ctx.seed * 101 + 900 + r)
-            out[split] = res["pass_rate"]
-        return out
-
-    rounds = expert_iteration(copy.deepcopy(model), tasks_for("train"), config, hook)
+    hook = split_hook(ctx, 900, ctx.pick(12, 1))
+    rounds = expert_iteration(copy.deepcopy(model), tasks_for("train"), ei_config(ctx), hook)
     keep = ("round", "sample_pass_rate", "kept", "tasks_never_kept", "train", "heldout")
     return [{k: r[k] for k in keep} for r in rounds]
 

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from arl.batch import collate
-from arl.eval.metrics import evaluate, graded, run_policy
+from arl.eval.metrics import graded, run_policy
+from arl.experiments.exercises.common import ei_config, split_hook
 from arl.experiments.exercises.gradients import flat_grad
 from arl.experiments.problems.common import (
     Claim,
@@ -40,7 +41,7 @@ from arl.experiments.problems.common import (
 )
 from arl.gym.tasks import tasks_for
 from arl.losses import group_advantages, pg_loss, token_logprobs
-from arl.train.rft import RFTConfig, baseline_weights, expert_iteration
+from arl.train.rft import baseline_weights, expert_iteration
 
 TOL = 1e-4  # relative error of an exact identity in float32 gradients
 RFT, RFTB = "RFT", "RFT + group baseline"
@@ -112,21 +113,15 @@ def identity(ctx: Ctx, model) -> dict:
     return out
 
 
+def malformed(split: str, m: dict, _trajs: list) -> dict:
+    """The split's malformed calls per episode, beside its pass rate."""
+    return {f"{split}_malformed": m["malformed_per_episode"]}
+
+
 def plateau_runs(ctx: Ctx, weak) -> dict:
     """Expert iteration from the weak base, plain and with the group baseline, same seed."""
-    config = RFTConfig(seed=ctx.seed)
-    if ctx.quick:
-        config = replace(config, rounds=2, samples_per_task=4, steps_per_round=5)
-    samples = ctx.pick(12, 1)
-
-    def hook(r: int, model) -> dict:
-        out = {}
-        for split in ("train", "heldout"):
-            m, _ = evaluate(model, tasks_for(split), samples, seed=ctx.seed * 101 + 500 + r)
-            out[split] = m["pass_rate"]
-            out[f"{split}_malformed"] = m["malformed_per_episode"]
-        return out
-
+    config = ei_config(ctx)
+    hook = split_hook(ctx, 500, ctx.pick(12, 1), malformed)
     runs = {}
     for name, on in ((RFT, False), (RFTB, True)):
         arm = replace(config, group_baseline=on)

@@ -23,7 +23,8 @@ from dataclasses import replace
 import numpy as np
 
 from arl.env import environment_of_tasks
-from arl.eval.metrics import evaluate, graded, run_policy
+from arl.eval.metrics import graded, run_policy
+from arl.experiments.exercises.common import ei_config, split_hook
 from arl.experiments.problems.common import (
     Claim,
     Ctx,
@@ -99,23 +100,18 @@ def star_rounds(model, ctx: Ctx, config: RFTConfig, per_task: int, rationalized:
     return history
 
 
+def init_pass(split: str, _m: dict, trajs: list) -> dict:
+    """The split's pass rate on the init family alone."""
+    family = {t.name: t.family for t in tasks_for(split)}
+    init = [t.passed for t in trajs if family[t.task] == "init"]
+    return {f"{split}_init": float(np.mean(init)) if init else 0.0}
+
+
 def exercise_3(ctx: Ctx) -> tuple[dict, str]:
     weak = start(ctx, "weak")
-    config = RFTConfig(seed=ctx.seed)
-    if ctx.quick:
-        config = replace(config, rounds=2, samples_per_task=4, steps_per_round=5)
+    config = ei_config(ctx)
     samples, per_task = ctx.pick(12, 1), ctx.pick(8, 2)
-
-    def hook(r: int, m) -> dict:
-        out = {}
-        for split in ("train", "heldout"):
-            res, trajs = evaluate(m, tasks_for(split), samples, seed=ctx.seed * 101 + 800 + r)
-            out[split] = res["pass_rate"]
-            family = {t.name: t.family for t in tasks_for(split)}
-            init = [t.passed for t in trajs if family[t.task] == "init"]
-            out[f"{split}_init"] = float(np.mean(init)) if init else 0.0
-        return out
-
+    hook = split_hook(ctx, 800, samples, init_pass)
     runs = {
         name: star_rounds(copy.deepcopy(weak), ctx, config, per_task, on, hook)
         for name, on in ((EI, False), (STAR, True))
