@@ -7,6 +7,18 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 torch.set_num_threads(1)  # tiny models are overhead-bound; one thread never stalls
 
 
+@pytest.fixture(scope="module")
+def private_cache(tmp_path_factory):
+    """A private base cache for one test module (its quick bases train once) and one thread."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ARL_CACHE", str(tmp_path_factory.mktemp("cache")))
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+    mp.undo()
+
+
 @pytest.fixture(scope="session")
 def vocab():
     from arl.gym import default_vocab

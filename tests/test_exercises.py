@@ -16,18 +16,13 @@ from arl.experiments.exercises.rft_baseline import group_identity
 from arl.experiments.exercises.sft_then_rl import slope
 from arl.experiments.exercises.star import hint, mask_first_call
 from arl.train.rft import baseline_weights
+from tests import reproduced
+from tests.reproduced import reproduce_all
 
 
 @pytest.fixture(scope="module", autouse=True)
-def quick_env(tmp_path_factory):
-    """A private base cache (the quick bases train once per module) and one thread."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ARL_CACHE", str(tmp_path_factory.mktemp("cache")))
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-    mp.undo()
+def quick_env(private_cache):
+    """Every test here shares one private base cache."""
 
 
 # --- the mechanisms, on hand-made cases ----------------------------------------------------
@@ -163,18 +158,11 @@ def test_unknown_exercise_is_one_line_exit_2(capsys):
 @pytest.fixture(scope="module")
 def every_exercise(tmp_path_factory):
     """`arl reproduce exercise all --quick --seeds 1`, once for the module."""
-    out = tmp_path_factory.mktemp("all")
-    code = main(["reproduce", "exercise", "all", "--quick", "--seeds", "1", "--out", str(out)])
-    assert code == 0
-    return out
+    return reproduce_all(tmp_path_factory.mktemp("all"), "exercise")
 
 
 def seed0(out, n):
-    r = json.loads((out / f"exercise-{n}" / "results.json").read_text())
-    assert r["exercise"] == n and r["seeds"] == [0] and isinstance(r["shown"], bool)
-    assert "problem" not in r
-    assert (out / f"exercise-{n}" / f"exercise-{n}.png").stat().st_size > 1000
-    return r["per_seed"][0]
+    return reproduced.seed0(out, "exercise", n)
 
 
 def test_all_writes_one_row_per_exercise_and_reads_back(every_exercise, capsys):

@@ -90,14 +90,9 @@ def test_unknown_sampler_dtype_is_refused_in_one_line():
 
 
 @pytest.fixture(scope="module")
-def quick_seed(tmp_path_factory):
-    """One --quick seed (a private base cache, one thread), measured once for the module."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ARL_CACHE", str(tmp_path_factory.mktemp("cache")))
-    try:
-        res, detail = p20.PROBLEM_20.measure(Ctx(number=20, quick=True, seed=0))
-    finally:
-        mp.undo()
+def quick_seed(private_cache):
+    """One --quick seed, measured once for the module (private base cache, one thread)."""
+    res, detail = p20.PROBLEM_20.measure(Ctx(number=20, quick=True, seed=0))
     return {"seed": 0, **res, "detail": detail}
 
 

@@ -8,7 +8,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import torch
 
 from arl.eval.metrics import run_policy
 from arl.eval.stats import pass_at_k_exact
@@ -96,17 +95,9 @@ def test_a_policy_that_never_reads_loses_coverage_that_reading_keeps():
 
 
 @pytest.fixture(scope="module")
-def quick_seed(tmp_path_factory):
-    """One --quick seed (a private base cache, one thread), measured once for the module."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ARL_CACHE", str(tmp_path_factory.mktemp("cache")))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        res, detail = passk.PROBLEM_24.measure(Ctx(number=24, quick=True, seed=0))
-    finally:
-        torch.set_num_threads(threads)
-        mp.undo()
+def quick_seed(private_cache):
+    """One --quick seed, measured once for the module (private base cache, one thread)."""
+    res, detail = passk.PROBLEM_24.measure(Ctx(number=24, quick=True, seed=0))
     return {"seed": 0, **res, "detail": detail}
 
 

@@ -4,7 +4,6 @@ written out below; the aggregations' weight against length; and a --quick measur
 import math
 
 import pytest
-import torch
 
 from arl.experiments.problems import length
 from arl.experiments.problems.common import Ctx
@@ -121,15 +120,9 @@ def test_weight_against_length_sequence_mean_ignores_length_token_mean_counts_it
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ARL_CACHE", str(tmp_path_factory.mktemp("cache")))
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
+def quick_run(private_cache, tmp_path_factory):
     res, detail = length.problem_27(Ctx(number=27, quick=True, seed=0))
-    yield res, detail, tmp_path_factory.mktemp("fig")
-    torch.set_num_threads(n)
-    mp.undo()
+    return res, detail, tmp_path_factory.mktemp("fig")
 
 
 def test_quick_measure_keeps_every_arm_and_probe_and_draws(quick_run):

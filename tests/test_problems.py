@@ -11,34 +11,23 @@ from arl.cli.main import main
 from arl.errors import ArlError
 from arl.experiments import problems
 from arl.experiments.problems.common import Claim, judge, verdict_line
+from tests import reproduced
+from tests.reproduced import reproduce_all
 
 
 @pytest.fixture(scope="module", autouse=True)
-def quick_env(tmp_path_factory):
-    """A private base cache (the quick bases train once per module) and one thread."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ARL_CACHE", str(tmp_path_factory.mktemp("cache")))
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-    mp.undo()
+def quick_env(private_cache):
+    """Every test here shares one private base cache."""
 
 
 @pytest.fixture(scope="module")
 def every_problem(tmp_path_factory):
     """`arl reproduce problem all --quick --seeds 1`, once for the module."""
-    out = tmp_path_factory.mktemp("all")
-    code = main(["reproduce", "problem", "all", "--quick", "--seeds", "1", "--out", str(out)])
-    assert code == 0
-    return out
+    return reproduce_all(tmp_path_factory.mktemp("all"), "problem")
 
 
 def seed0(out, n):
-    r = json.loads((out / f"problem-{n}" / "results.json").read_text())
-    assert r["problem"] == n and r["seeds"] == [0] and isinstance(r["shown"], bool)
-    assert (out / f"problem-{n}" / f"problem-{n}.png").stat().st_size > 1000
-    return r["per_seed"][0]
+    return reproduced.seed0(out, "problem", n)
 
 
 def test_unknown_problem_lists_the_available_ones(capsys):
