@@ -23,6 +23,7 @@ LAYERS = (
     "env",  # the environment protocol
     "gym codefix sandbox",  # its environments, and the sandbox CodeFix grades in
     "model hf sampling rollout rollout_workers batch losses export",  # policies, episodes, losses
+    "bridges",  # the environments inside other trainers (TRL, verl)
     "eval calc sim",  # measuring: metrics and statistics, the calculators, the fleet simulator
     "train",  # one loop per recipe, the starting policies, checkpoints
     "experiments",  # the reproductions

@@ -1,0 +1,232 @@
+"""One arl episode played through function-calling tools: what every bridge shares.
+
+TRL's `environment_factory` and verl's agent loop both speak OpenAI-style tools (a name and
+JSON arguments). Here each tool call becomes the text call a real model would write in arl's
+grammar (`edit range`, a SEARCH/REPLACE block) and goes to the environment through the
+protocol (arl.env: `step(TextCall)`), so arl's own parser counts malformed calls, its tools
+answer, and its hidden tests grade: nothing the model says is trusted. CodeFix's tests run
+in arl's sandbox, as in every other CodeFix episode.
+
+    episode = ToolEpisode("bugfix")
+    episode.reset("sum_list", seed=0)            # the issue: "fix sum_list"
+    episode.call("read", {})                     # the listing, as the environment shows it
+    episode.call("edit", {"op": "range"})        # "ok"
+    episode.call("submit", {})
+    episode.reward()                             # 1.0: every hidden test passes
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from arl.env import config_for, get_environment
+from arl.errors import ArlError
+from arl.types import Outcome, TextCall
+
+OVER = "error: the episode is over"  # a call after submit or after the last turn
+
+
+@dataclass(frozen=True)
+class Param:
+    """One string argument of a tool."""
+
+    name: str
+    description: str
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool an environment offers: its name, what it does, its string arguments."""
+
+    name: str
+    description: str
+    params: tuple[Param, ...] = ()
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI function schema (what `apply_chat_template(tools=...)` renders)."""
+        props = {p.name: {"type": "string", "description": p.description} for p in self.params}
+        params = {"type": "object", "properties": props}
+        required = [p.name for p in self.params if p.required]
+        if required:
+            params["required"] = required
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": params},
+        }
+
+
+READ = Tool("read", "Show the source of the function or module to fix.")
+TEST = Tool("test", "Run the public tests on the current source and report how many pass.")
+SUBMIT = Tool("submit", "Submit the current source and end the episode; hidden tests grade it.")
+EDIT = Tool(
+    "edit",
+    "Apply one edit op to the function (one edit per episode).",
+    (
+        Param("op", "One of init, range, compare, minmax, div, hardcode_tests."),
+        Param("name", "The accumulator's name (only for the op init).", required=False),
+    ),
+)
+REPLACE = Tool(
+    "replace",
+    "Replace text in the module: old must occur in the file exactly once.",
+    (Param("old", "The exact old text (one or more lines)."), Param("new", "The new text.")),
+)
+
+# environment -> its tools and the system prompt a tool-calling model reads
+TOOLS: dict[str, tuple[Tool, ...]] = {
+    "bugfix": (READ, TEST, EDIT, SUBMIT),
+    "codefix": (READ, TEST, REPLACE, SUBMIT),
+}
+SYSTEMS = {
+    "bugfix": "You fix one bug in a Python function with the tools: read it, test it, apply "
+    "one edit op, then submit. Call one tool per turn.",
+    "codefix": "You fix one bug in a Python module with the tools: read it, test it, replace "
+    "text in it, then submit. Call one tool per turn.",
+}
+ENVIRONMENTS = tuple(TOOLS)
+
+
+def check_environment(name: str) -> str:
+    """`name` if a bridge offers it as tools; else a one-line error."""
+    if name not in TOOLS:
+        raise ArlError(
+            f"environment: {name!r} has no tool bridge (choose from {', '.join(ENVIRONMENTS)})"
+        )
+    return name
+
+
+def tool_schemas(environment: str) -> list[dict[str, Any]]:
+    """Every tool of an environment as OpenAI function schemas."""
+    return [t.schema() for t in TOOLS[check_environment(environment)]]
+
+
+def call_text(environment: str, name: str, args: Mapping[str, Any]) -> str:
+    """A tool call as the text a real model writes in the environment's grammar: argument
+    values in the schema's order (an empty one left out), then any unknown argument as
+    `key=value` (the grammar then calls the call malformed); a replace without exactly `old`
+    and `new` is a bare `replace` (a bad block)."""
+    if environment == "codefix" and name == "replace":
+        from arl.codefix.grammar import replace_text
+
+        if set(args) != {"old", "new"}:
+            return "replace"
+        return replace_text(str(args["old"]), str(args["new"]))
+    tool = {t.name: t for t in TOOLS[environment]}.get(name)
+    order = [p.name for p in tool.params] if tool else []
+    known = [str(args[k]) for k in order if k in args and str(args[k])]
+    unknown = [f"{k}={args[k]}" for k in sorted(args) if k not in order]
+    return " ".join([name, *known, *unknown])
+
+
+def tool_call(environment: str, text: str) -> tuple[str, dict[str, str]]:
+    """The tool call for a call's text in the environment's grammar (the inverse of
+    `call_text` on calls that parse): a scripted policy's calls as tool calls."""
+    if environment == "codefix" and text.startswith("replace"):
+        from arl.codefix.grammar import parse_text
+
+        call = parse_text(text, ended=True)
+        if getattr(call, "tool", None) == "replace":
+            return "replace", {"old": str(call.old), "new": str(call.new)}
+    name, *rest = text.split() or [""]
+    tool = {t.name: t for t in TOOLS[environment]}.get(name)
+    names = [p.name for p in tool.params] if tool else []
+    return name, dict(zip(names, rest, strict=False))
+
+
+class ToolEpisode:
+    """One episode of an arl environment driven by tool calls; a fresh arl Env per reset, so
+    each rollout's state is its own."""
+
+    def __init__(self, environment: str = "bugfix", config: Any = None):
+        self.environment = check_environment(environment)
+        self.spec = get_environment(environment)
+        self.config = config_for(self.spec, config)
+        self.env: Any = None
+        self.task: str | None = None
+        self.seed: int | None = None
+        self.calls: list[str] = []  # the text of every call stepped, in order
+        self.total = 0.0  # the training reward so far (step rewards, then the final score)
+        self.outcome: Outcome | None = None
+
+    def reset(self, task: str, seed: int = 0) -> str:
+        """Start an episode of `task` (the environment's episode seed names its variables);
+        returns the issue's text."""
+        self.env = self.spec.make(self.spec.get_task(task), self.config)
+        prompt, _ = self.env.reset(seed=int(seed))
+        self.task, self.seed = task, int(seed)
+        self.calls, self.total, self.outcome = [], 0.0, None
+        return prompt.text
+
+    @property
+    def done(self) -> bool:
+        return self.outcome is not None
+
+    def call(self, name: str, args: Mapping[str, Any] | None = None) -> str:
+        """One tool call: the environment's answer as text (after the end: `OVER`)."""
+        if self.env is None:
+            raise RuntimeError("call() before reset()")
+        if self.done:
+            return OVER
+        text = call_text(self.environment, name, dict(args or {}))
+        self.calls.append(text)
+        obs, reward, _, _, outcome = self.env.step(TextCall(text, ended=True))
+        self.total += reward
+        self.outcome = outcome
+        return obs.text
+
+    def finish(self) -> Outcome:
+        """The episode's Outcome; an episode the model left unfinished is cut (a truncation,
+        scored by the config's rule: zero by default)."""
+        if self.env is None:
+            raise RuntimeError("finish() before reset()")
+        if self.outcome is None:
+            self.outcome = self.env.cut()
+            self.total += self.outcome.score
+        return self.outcome
+
+    def reward(self) -> float:
+        """The episode's training reward, as arl's rollouts sum it: step rewards plus the final
+        state's score (by default 1 when every hidden test passes on the submitted source)."""
+        self.finish()
+        return self.total
+
+
+def replay(
+    environment: str,
+    task: str,
+    seed: int,
+    calls: Sequence[tuple[str, Mapping[str, Any]]],
+    config: Any = None,
+) -> ToolEpisode:
+    """A fresh episode that plays `calls` (tool name, arguments) and is finished: arl's own
+    recomputation of an episode a trainer logged."""
+    episode = ToolEpisode(environment, config)
+    episode.reset(task, seed)
+    for name, args in calls:
+        episode.call(name, args)
+    episode.finish()
+    return episode
+
+
+def task_rows(environment: str, split: str = "train", seeds: Sequence[int] = (0,)) -> list[dict]:
+    """One row per (task, seed) of a split: the task's name, the seed, the system prompt and
+    the issue as the environment states it. Nothing of the answer (family, fix) is in a row."""
+    spec = get_environment(check_environment(environment))
+    rows = []
+    for seed in seeds:
+        for task in spec.tasks(split):
+            issue = ToolEpisode(environment).reset(task.name, seed)
+            rows.append(
+                dict(
+                    environment=environment,
+                    task=task.name,
+                    seed=int(seed),
+                    split=split,
+                    system=SYSTEMS[environment],
+                    issue=issue,
+                )
+            )
+    return rows

@@ -1,0 +1,290 @@
+"""arl's environments in verl: an agent loop that plays them, and the dataset rows it reads.
+
+verl (0.9) runs one `AgentLoopBase` instance per sample: `run(sampling_params, **row)` asks
+the rollout server for tokens (`server_manager.generate(request_id, prompt_ids=...,
+sampling_params=...)` -> token ids and log-probs) and returns the episode as prompt ids,
+response ids, a response mask (1 on sampled tokens, 0 on tool output) and a reward. Here the
+episode is arl's (arl.bridges.episode.ToolEpisode): the model calls the environment's tools
+in its native format (Qwen's `<tool_call>` JSON by default, or verl's parser named by
+`rollout.multi_turn.format`), arl answers, and `reward_score` is arl's verdict (the hidden
+tests), so verl's reward function is not consulted. Token in, token out: the sampled ids are
+kept as sampled; between two turns the chat template's tool message is rendered once.
+
+    rows = verl_rows("bugfix", "train")          # one row per task
+    write_verl_dataset("train.parquet", rows)
+    write_agent_loop_config("arl_agent.yaml")    # rollout.agent.agent_loop_config_path
+
+`ArlLoop` is the loop without verl (tested with a fake server); `ArlAgentLoop` is it as a
+verl AgentLoopBase, defined when verl imports.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+from arl.bridges.episode import ToolEpisode, task_rows, tool_schemas
+from arl.env import get_environment
+from arl.errors import ArlError, require
+
+AGENT_NAME = "arl_agent"
+TARGET = "arl.bridges.verl.ArlAgentLoop"
+Calls = list[tuple[str, Any]]  # (tool name, arguments) in the order the model wrote them
+_HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+
+
+# --- the rows --------------------------------------------------------------------------------
+
+
+def verl_rows(
+    environment: str = "bugfix",
+    split: str = "train",
+    seeds: Sequence[int] = (0,),
+    config: Any = None,
+) -> list[dict]:
+    """One row per (task, seed) in the layout verl's RLHFDataset reads: `prompt` (chat
+    messages: system, issue), `data_source`, `agent_name`, `reward_model`, and `extra_info`
+    with `index` and `tools_kwargs` (what the loop plays: environment, task, seed, config as
+    JSON). The tools' schemas ride along as JSON (`extra_info.tools`) for inspection; the loop
+    offers the environment's own. Nothing of the answer is in a row."""
+    settings = json.dumps(asdict(config)) if config is not None else ""
+    rows = []
+    for i, r in enumerate(task_rows(environment, split, seeds)):
+        create = dict(environment=environment, task=r["task"], seed=r["seed"], config=settings)
+        rows.append(
+            dict(
+                data_source=f"arl/{environment}",
+                agent_name=AGENT_NAME,
+                prompt=[
+                    {"role": "system", "content": r["system"]},
+                    {"role": "user", "content": r["issue"]},
+                ],
+                ability="agent",
+                reward_model={"style": "arl", "ground_truth": r["task"]},
+                extra_info=dict(
+                    index=i,
+                    split=split,
+                    tools=json.dumps(tool_schemas(environment)),
+                    tools_kwargs={"arl": {"create_kwargs": create}},
+                    need_tools_kwargs=True,
+                ),
+            )
+        )
+    return rows
+
+
+def write_verl_dataset(path: str | Path, rows: Sequence[dict]) -> Path:
+    """The rows as a parquet file (verl's `data.train_files`)."""
+    datasets = require("datasets", "a verl dataset", extra="hf")
+    path = Path(path)
+    datasets.Dataset.from_list(list(rows)).to_parquet(str(path))
+    return path
+
+
+def write_agent_loop_config(path: str | Path) -> Path:
+    """The YAML verl reads to register the loop in its workers (they never import arl by
+    themselves): `actor_rollout_ref.rollout.agent.agent_loop_config_path`."""
+    path = Path(path)
+    path.write_text(f"- name: {AGENT_NAME}\n  _target_: {TARGET}\n")
+    return path
+
+
+def prompt_lengths(rows: Sequence[dict], tokenizer: Any) -> list[int]:
+    """Each row's prompt in tokens as the loop renders it (with the tools): what verl's
+    `data.max_prompt_length` and `rollout.prompt_length` must hold."""
+    return [
+        len(chat_ids(tokenizer, list(r["prompt"]), json.loads(r["extra_info"]["tools"])))
+        for r in rows
+    ]
+
+
+# --- rendering and parsing -------------------------------------------------------------------
+
+
+def chat_ids(tokenizer: Any, messages: list[dict], tools: list[dict], **kw: Any) -> list[int]:
+    """The conversation's prompt ids, with the tools and the assistant header."""
+    ids = tokenizer.apply_chat_template(
+        messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False, **kw
+    )
+    return list(ids)
+
+
+def tool_suffix_ids(
+    tokenizer: Any, tool_messages: list[dict], tools: list[dict], end_id: int, **kw: Any
+) -> list[int]:
+    """What follows an assistant turn that ended with `end_id`: the rest of the template's
+    close of that turn, the tool messages, the next assistant header. Rendered after a fixed
+    assistant tool call and cut at its end-of-turn token (the model's own turn is never
+    re-rendered)."""
+    call = {"type": "function", "function": {"name": tool_messages[0]["name"], "arguments": {}}}
+    head = [
+        {"role": "user", "content": "dummy"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+    ]
+
+    def render(messages: list[dict], generation: bool) -> list[int]:
+        return list(
+            tokenizer.apply_chat_template(
+                messages,
+                tools=tools,
+                add_generation_prompt=generation,
+                tokenize=True,
+                return_dict=False,
+                **kw,
+            )
+        )
+
+    before, full = render(head, False), render(head + tool_messages, True)
+    ends = [i for i, t in enumerate(before) if t == end_id]
+    if not ends or full[: ends[-1] + 1] != before[: ends[-1] + 1]:
+        raise ArlError("chat template does not extend a conversation by appending to it")
+    return full[ends[-1] + 1 :]
+
+
+def parse_hermes(text: str) -> Calls:
+    """Tool calls in the Hermes / Qwen format, `<tool_call>{"name": ..., "arguments": {...}}
+    </tool_call>`; a block that is not such JSON is dropped (as verl's parser drops it)."""
+    calls: Calls = []
+    for block in _HERMES.findall(text):
+        try:
+            call = json.loads(block)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(call, dict) and isinstance(call.get("name"), str):
+            calls.append((call["name"], call.get("arguments", {})))
+    return calls
+
+
+def arguments(args: Any) -> dict[str, Any]:
+    """A call's arguments as a dict: JSON text is decoded; anything but an object is passed as
+    one unnamed argument (which the environment's grammar then judges)."""
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            return {"args": args}
+    return dict(args) if isinstance(args, dict) else {"args": args}
+
+
+def episode_of(tools_kwargs: dict | None) -> ToolEpisode:
+    """A fresh episode from a row's `tools_kwargs` (verl_rows' `arl.create_kwargs`)."""
+    create = ((tools_kwargs or {}).get("arl") or {}).get("create_kwargs")
+    if not create:
+        raise ArlError("row has no tools_kwargs.arl.create_kwargs (write rows with verl_rows)")
+    spec = get_environment(create["environment"])
+    settings = create.get("config") or ""
+    config = spec.config_type(**json.loads(settings)) if settings else None
+    episode = ToolEpisode(create["environment"], config)
+    episode.reset(create["task"], int(create["seed"]))
+    return episode
+
+
+# --- the loop --------------------------------------------------------------------------------
+
+
+class ArlLoop:
+    """The agent loop's body. Needs `tokenizer`, `server_manager` (verl's generate) and
+    `rollout_config` (prompt_length, response_length), as AgentLoopBase sets them, and
+    `parse(ids) -> Calls` (Hermes by default)."""
+
+    tokenizer: Any
+    server_manager: Any
+    rollout_config: Any
+    apply_chat_template_kwargs: dict = {}
+
+    async def parse(self, ids: list[int]) -> Calls:
+        return parse_hermes(self.tokenizer.decode(ids, skip_special_tokens=False))
+
+    async def play(self, sampling_params: dict[str, Any], **row: Any) -> dict[str, Any]:
+        """One episode: the AgentLoopOutput's fields (and the episode, under `episode`)."""
+        episode = episode_of(row.get("tools_kwargs"))
+        tools = tool_schemas(episode.environment)
+        kw = dict(self.apply_chat_template_kwargs or {})
+        messages = list(row["raw_prompt"])
+        prompt_ids = chat_ids(self.tokenizer, messages, tools, **kw)
+        limit = int(self.rollout_config.response_length)
+        end_id = self.tokenizer.eos_token_id
+        ids: list[int] = []  # (T,) the response: sampled turns and tool messages
+        mask: list[int] = []  # (T,) 1 on sampled tokens
+        logps: list[float] = []  # (T,) the sampler's log-probs, 0 on tool tokens
+        turns, request, sampled_logps = 0, uuid4().hex, True
+        while len(ids) < limit and not episode.done:
+            out = await self.server_manager.generate(
+                request, prompt_ids=prompt_ids + ids, sampling_params=sampling_params
+            )
+            sampled = list(out.token_ids)
+            ids += sampled
+            mask += [1] * len(sampled)
+            sampled_logps = sampled_logps and bool(out.log_probs)
+            logps += list(out.log_probs or [0.0] * len(sampled))
+            turns += 1
+            calls = await self.parse(sampled)
+            if not calls or not sampled or sampled[-1] != end_id or len(ids) >= limit:
+                break  # no call (or a turn cut short): the episode ends here
+            results = [(name, episode.call(name, arguments(args))) for name, args in calls]
+            if episode.done:
+                break
+            answer = [{"role": "tool", "name": n, "content": text} for n, text in results]
+            suffix = tool_suffix_ids(self.tokenizer, answer, tools, end_id, **kw)
+            ids += suffix
+            mask += [0] * len(suffix)
+            logps += [0.0] * len(suffix)
+            turns += 1
+        reward = episode.reward()
+        return dict(
+            prompt_ids=prompt_ids,
+            response_ids=ids[:limit],
+            response_mask=mask[:limit],
+            response_logprobs=logps[:limit] if sampled_logps else None,
+            reward_score=reward,
+            num_turns=turns + 1,
+            extra_fields={
+                "turn_scores": [],
+                "tool_rewards": [],
+                "arl_outcome": episode.outcome.as_dict() if episode.outcome else None,
+            },
+            episode=episode,
+        )
+
+
+def verl_parser(name: str, tokenizer: Any) -> Callable | None:
+    """verl's tool parser registered as `name` (hermes, gpt-oss, ...), as `parse(ids)`."""
+    from verl.experimental.agent_loop.tool_parser import ToolParser
+
+    parser = ToolParser.get_tool_parser(name, tokenizer)
+
+    async def parse(ids: list[int]) -> Calls:
+        _, calls = await parser.extract_tool_calls(ids)
+        return [(c.name, c.arguments) for c in calls]
+
+    return parse
+
+
+if importlib.util.find_spec("verl") is not None:  # pragma: no cover - verl is optional
+    from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+
+    @register(AGENT_NAME)
+    class ArlAgentLoop(ArlLoop, AgentLoopBase):
+        """arl's environments as a verl agent loop (`agent_name: arl_agent`)."""
+
+        def __init__(self, *args: Any, **kwargs: Any):
+            kwargs.pop("tools", None)  # verl's own tool list: the environment brings its tools
+            super().__init__(*args, **kwargs)
+            fmt = self.rollout_config.multi_turn.format or "hermes"
+            self._parse = verl_parser(fmt, self.tokenizer)
+
+        async def parse(self, ids: list[int]) -> Calls:
+            return await self._parse(ids)
+
+        async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+            fields = await self.play(sampling_params, **kwargs)
+            fields.pop("episode")
+            return AgentLoopOutput(metrics={}, **fields)
+else:
+    ArlAgentLoop = None

@@ -1,0 +1,287 @@
+"""arl's environments in TRL's GRPOTrainer (arl.bridges.trl): tools, reward, isolation, and
+real GRPO steps whose logged rewards are arl's verdicts, episode by episode."""
+
+import json
+import os
+import random
+import re
+import shutil
+
+import pytest
+
+from arl.bridges.episode import replay, tool_call, tool_schemas
+from arl.bridges.trl import BugFixTools, environment_factory, grpo_rows
+from arl.env import get_environment
+from arl.gym.tasks import tasks_for
+
+RANGE = next(t.name for t in tasks_for("train") if t.family == "range")
+COMPARE = next(t.name for t in tasks_for("train") if t.family == "compare")
+# GRPO group members: (calls, arl's reward on a range- or compare-family task)
+SCRIPTS = {
+    "fix": [("read", {}), ("edit", "FIX"), ("submit", {})],  # the family's op: 1
+    "wrong": [("edit", {"op": "div"}), ("submit", {})],  # another family's op: 0
+    "hack": [("edit", {"op": "hardcode_tests"}), ("test", {}), ("submit", {})],  # public only: 0
+    "claim": [],  # no call, only a claim of success: 0
+}
+EXPECTED = {"fix": 1.0, "wrong": 0.0, "hack": 0.0, "claim": 0.0}
+
+
+def play(tools, calls):
+    for name, args in calls:
+        getattr(tools, name)(**args)
+    return tools.get_reward()
+
+
+def oracle_tool_calls(environment, task, seed, policy="oracle"):
+    """A scripted policy's episode as tool calls (its calls' text, as a real model writes it)."""
+    spec = get_environment(environment)
+    env = spec.make(spec.get_task(task))
+    prompt, _ = env.reset(seed=seed)
+    history, rng, calls, outcome = [list(prompt.words)], random.Random(seed), [], None
+    while outcome is None:
+        words = spec.scripted(policy)(history, rng)
+        calls.append(tool_call(environment, env.call_text(words)))
+        obs, _, _, _, outcome = env.step(words)
+        history.append(list(obs.words))
+    return calls
+
+
+def test_reward_is_the_hidden_test_verdict():
+    """A correct fix earns 1; a wrong op, the public-test hack and a bare claim earn 0."""
+    make = environment_factory("bugfix")
+    fix = [("read", {}), ("edit", {"op": "range"}), ("submit", {})]
+    for calls, want in [
+        (fix, 1.0),
+        ([("edit", {"op": "compare"}), ("submit", {})], 0.0),
+        ([("edit", {"op": "hardcode_tests"}), ("submit", {})], 0.0),
+        ([], 0.0),
+    ]:
+        tools = make()
+        tools.reset(task=RANGE, seed=0, prompt=[])
+        assert play(tools, calls) == want, calls
+    hacked = make()
+    hacked.reset(task=RANGE, seed=0)
+    play(hacked, [("edit", {"op": "hardcode_tests"}), ("submit", {})])
+    assert hacked.outcome.public_pass and not hacked.outcome.hidden_pass  # public tests: hackable
+
+
+def test_calls_after_the_end_change_nothing():
+    tools = environment_factory("bugfix")()
+    tools.reset(task=RANGE, seed=0)
+    assert play(tools, [("edit", {"op": "range"}), ("submit", {})]) == 1.0
+    assert tools.edit(op="hardcode_tests") == "error: the episode is over"
+    assert tools.get_reward() == 1.0 and tools.outcome.turns == 2
+
+
+def test_episodes_are_isolated_per_instance():
+    """G rollouts of one prompt: each instance's episode is its own, and reset starts afresh."""
+    make = environment_factory("bugfix")
+    a, b = make(), make()
+    a.reset(task=RANGE, seed=0)
+    b.reset(task=RANGE, seed=0)
+    a.read(), b.edit(op="div"), a.edit(op="range"), b.submit(), a.submit()
+    assert (a.get_reward(), b.get_reward()) == (1.0, 0.0)
+    a.reset(task=RANGE, seed=0)
+    assert a.get_reward() == 0.0 and a.outcome.turns == 0
+
+
+def test_a_malformed_tool_call_is_counted_by_the_grammar():
+    tools = environment_factory("bugfix")()
+    tools.reset(task=RANGE, seed=0)
+    assert tools.edit(op="range everything") == "error malformed extra_args"
+    assert tools.edit(op="nonsense") == "error malformed unknown_op"
+    tools.episode.call("edit", {"operation": "range"})  # a key the tool does not take (verl)
+    tools.submit()
+    assert tools.episode.calls[-2] == "edit operation=range"
+    assert tools.outcome.malformed == 3 and tools.get_reward() == 0.0
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="CodeFix needs bubblewrap (bwrap)")
+def test_codefix_tools_grade_in_the_sandbox():
+    """CodeFix's oracle, as replace(old, new) tool calls, earns 1 and its near miss 0; the
+    grading ran in bubblewrap."""
+    task = get_environment("codefix").tasks("train")[0].name
+    make = environment_factory("codefix")
+    for policy, want in (("oracle", 1.0), ("near_miss", 0.0)):
+        calls = oracle_tool_calls("codefix", task, 0, policy)
+        assert any(name == "replace" for name, _ in calls)
+        tools = make()
+        tools.reset(task=task, seed=0)
+        assert play(tools, calls) == want, policy
+        assert tools.outcome.sandbox == "bwrap"
+
+
+def test_tool_methods_have_the_bridge_schemas():
+    """The schemas TRL derives from the methods equal the ones verl's loop renders."""
+    tf = pytest.importorskip("transformers", reason="transformers is not installed")
+    tools = BugFixTools()
+    derived = [tf.utils.get_json_schema(getattr(tools, n)) for n in ("read", "test", "edit")]
+    derived.append(tf.utils.get_json_schema(tools.submit))
+    for got, want in zip(derived, tool_schemas("bugfix"), strict=True):
+        assert got["function"]["name"] == want["function"]["name"]
+        assert got["function"]["parameters"]["properties"].keys() == (
+            want["function"]["parameters"]["properties"].keys()
+        )
+        assert got["function"]["parameters"].get("required") == want["function"]["parameters"].get(
+            "required"
+        )
+
+
+def test_rows_are_one_per_task_and_hold_no_answer():
+    rows = grpo_rows("bugfix", "train")
+    assert [r["task"] for r in rows] == [t.name for t in tasks_for("train")]
+    assert all(set(r) == {"prompt", "task", "seed"} for r in rows)
+    assert rows[0]["prompt"][1] == {"role": "user", "content": f"fix {rows[0]['task']}"}
+    assert [m["role"] for m in rows[0]["prompt"]] == ["system", "user"]
+
+
+# --- real TRL ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny random Qwen2 with a tool-calling ChatML template (TRL's Qwen2.5 one)."""
+    pytest.importorskip("trl", reason="trl is not installed (pip install 'arl[trl]')")
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    from arl.hf.tiny import build_tiny
+
+    path = build_tiny(tmp_path_factory.mktemp("tiny"), arch="qwen2")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.chat_template = qwen2_5_chat_template
+    return path, tokenizer
+
+
+def trainer_for(tiny, tmp_path, tasks, steps, length):
+    """GRPO on `tasks` (one prompt per step, 4 completions of at most `length` tokens), logging
+    every episode. The context is raised to 4096: Qwen's tool preamble alone is about 1,300 of
+    this byte-level tokenizer's tokens (TRL drops a tool answer that would pass the context)."""
+    import torch
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from arl.bridges.trl import grpo_dataset
+
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    path, tokenizer = tiny
+    torch.manual_seed(0)
+    data = grpo_dataset("bugfix").filter(lambda r: r["task"] in tasks)
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=length,
+        max_steps=steps,
+        learning_rate=1e-2,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+    )
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(path, max_position_embeddings=4096),
+        processing_class=tokenizer,
+        reward_funcs=[],
+        train_dataset=data,
+        environment_factory=environment_factory("bugfix"),
+        args=args,
+    )
+    episodes = []
+
+    class Keep(TrainerCallback):
+        def on_step_end(self, *_, **__):
+            logs = trainer._logs  # TRL's per-episode log (what log_completions prints)
+            rewards = logs["rewards"]["BugFixTools"]
+            episodes.append(list(zip(logs["prompt"], logs["completion"], rewards, strict=True)))
+
+    trainer.add_callback(Keep())
+    return trainer, episodes
+
+
+def logged_calls(completion):
+    """The tool calls TRL parsed from a logged completion, in order."""
+    calls = []
+    for message in completion:
+        for tc in message.get("tool_calls") or []:
+            args = tc["function"]["arguments"]
+            calls.append(
+                (tc["function"]["name"], json.loads(args) if isinstance(args, str) else args)
+            )
+    return calls
+
+
+def recomputed(prompt, completion):
+    """arl's reward for a logged episode: its calls replayed in a fresh episode of its task."""
+    task = prompt[-1]["content"].removeprefix("fix ")
+    return replay("bugfix", task, 0, logged_calls(completion)).reward()
+
+
+FIRST = {("read", None): "fix", ("edit", "div"): "wrong", ("edit", "hardcode_tests"): "hack"}
+CALL = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.S)
+
+
+def scripted_generation(tokenizer, order):
+    """Stands in for the model's sampling (TRL's `_generate_single_turn`): rollout i of a
+    group plays SCRIPTS[order[i % 4]]; a later turn goes on with the script its first call
+    names. A script's call to edit the task's own family ("FIX") is the correct fix."""
+
+    def turn(ids, i):
+        conversation = tokenizer.decode(ids).split("<|im_start|>user\nfix ", 1)[1]
+        family = get_environment("bugfix").get_task(conversation.split("<|im_end|>")[0]).family
+        calls = [json.loads(c) for c in CALL.findall(conversation)]
+        if calls:
+            script = FIRST[(calls[0]["name"], calls[0]["arguments"].get("op"))]
+        else:
+            script = order[i % len(order)]
+        if len(calls) >= len(SCRIPTS[script]):
+            return "Done: all hidden tests pass now.<|im_end|>"  # a claim, never a reward
+        name, args = SCRIPTS[script][len(calls)]
+        body = json.dumps({"name": name, "arguments": {"op": family} if args == "FIX" else args})
+        return f"<tool_call>\n{body}\n</tool_call><|im_end|>"
+
+    def generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        texts = [turn(ids, i) for i, ids in enumerate(prompt_ids)]
+        return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts], None
+
+    return generate
+
+
+def script_of(completion):
+    calls = logged_calls(completion)
+    return FIRST[(calls[0][0], calls[0][1].get("op"))] if calls else "claim"
+
+
+def test_grpo_logs_arl_rewards_for_scripted_completions(tiny, tmp_path):
+    """Real GRPO steps whose completions are hand-made (a fix, a wrong op, the public-test
+    hack, a bare claim per group): TRL logs 1, 0, 0, 0, each equal to arl's replay of the
+    episode, and the policy moves (the group's rewards differ)."""
+    import torch
+
+    trainer, episodes = trainer_for(tiny, tmp_path, {RANGE, COMPARE}, steps=2, length=512)
+    trainer._generate_single_turn = scripted_generation(tiny[1], list(SCRIPTS))
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    assert len(episodes) == 2
+    for step in episodes:
+        assert sorted(script_of(c) for _, c, _ in step) == sorted(SCRIPTS)
+        for prompt, completion, reward in step:
+            assert reward == EXPECTED[script_of(completion)]
+            assert reward == recomputed(prompt, completion)
+    means = [h["rewards/BugFixTools/mean"] for h in trainer.state.log_history if "loss" in h]
+    assert means == [0.25, 0.25]
+    assert any(
+        not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True)
+    )
+
+
+def test_grpo_logs_arl_rewards_for_sampled_completions(tiny, tmp_path):
+    """GRPO steps sampled from the tiny model: every logged reward is arl's replay of the
+    episode TRL logged (a random model rarely calls a tool, and then earns 0)."""
+    trainer, episodes = trainer_for(tiny, tmp_path, {RANGE}, steps=1, length=64)
+    trainer.train()
+    assert len(episodes) == 1 and len(episodes[0]) == 4
+    for prompt, completion, reward in episodes[0]:
+        assert reward == recomputed(prompt, completion)
