@@ -24,7 +24,7 @@ LAYERS = (
     "gym codefix sandbox",  # its environments, and the sandbox CodeFix grades in
     "model hf sampling rollout rollout_workers batch losses export",  # policies, episodes, losses
     "bridges",  # the environments inside other trainers (TRL, verl)
-    "eval calc sim",  # measuring: metrics and statistics, the calculators, the fleet simulator
+    "eval calc sim doctor",  # measuring: metrics and statistics, calculators, simulator, doctor
     "train",  # one loop per recipe, the starting policies, checkpoints
     "experiments",  # the reproductions
     "cli __main__",  # the `arl` command
