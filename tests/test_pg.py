@@ -331,8 +331,21 @@ def test_resume_refuses_a_changed_config_unless_allowed(weak, tmp_path):
         allow_change=("lr", "steps"),
     )
     assert [r["step"] for r in hist] == [3]
+    assert hist[0]["lr"] == 2e-3  # the optimizer was restored at 1e-3; the allowed lr replaced it
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["lr"] == 2e-3  # config.json says what the resumed run used
+
+
+def test_each_step_logs_the_learning_rate_its_optimizer_stepped_with(weak, monkeypatch):
+    """Issue 29's learning-rate scalar: every step record's `lr` is read from the optimizer's
+    parameter group (an optimizer built at another rate logs that rate), evaluation rows none."""
+    run = replace(SMALL, steps=2, eval_every=2, eval_samples=1)
+    hist = train_pg(copy.deepcopy(weak), run, TASKS)
+    assert [(r["step"], r.get("lr")) for r in hist] == [(0, None), (1, 1e-3), (2, 1e-3), (2, None)]
+    build = pg.make_optimizer
+    monkeypatch.setattr(pg, "make_optimizer", lambda m, lr, *a, **k: build(m, lr / 4, *a, **k))
+    hist = train_pg(copy.deepcopy(weak), replace(run, eval_every=0), TASKS)
+    assert [r["lr"] for r in hist] == [2.5e-4, 2.5e-4]
 
 
 def test_a_new_run_in_an_old_folder_is_refused(weak, tmp_path):

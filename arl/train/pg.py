@@ -1,12 +1,13 @@
 """Policy gradient on any environment (Chapter 9 and Appendix B), one loop with every knob.
 
-Each step: pick tasks, roll out G episodes of each with the sampler's weights (k steps
-old under simulated async sampling), score them, turn rewards into group advantages,
-and take `epochs x minibatches` optimizer steps on the clipped, importance-weighted
-surrogate (losses.ppo_token_loss), accumulating microbatch gradients under a normalizer
-counted before any backward pass. The data source is the groups of on-policy episodes
-(pg_groups.py); the weight is each token's advantage. Config: pg_config.py; checkpoints:
-checkpoint.py.
+`train_pg` reads top to bottom: set up (loop state, tasks, run folder, rollouts), then each
+step draws G episodes of each task with the sampler's weights (k steps old under simulated
+async sampling; pg_groups.py), scores them (frozen passes, group advantages, a teacher's
+per-token ones), updates (`epochs x minibatches` optimizer steps on the clipped,
+importance-weighted surrogate, losses.ppo_token_loss, accumulating microbatch gradients under
+a normalizer counted before any backward pass), logs, evaluates and checkpoints; then closes.
+The data source is the groups of on-policy episodes; the weight is each token's advantage.
+Config: pg_config.py; what is logged: pg_metrics.py; checkpoints: checkpoint/.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from __future__ import annotations
 import copy
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -41,7 +43,7 @@ from arl.train import checkpoint, distill
 from arl.train.checkpoint import LoopState
 from arl.train.common import Hook, frozen_logprobs, hook_due, make_optimizer, optimizer_step
 from arl.train.pg_config import PGConfig
-from arl.train.pg_groups import Rollouts, group_rewards
+from arl.train.pg_groups import Drawn, Rollouts, group_rewards
 from arl.train.pg_metrics import (
     RunLog,
     evaluate_tasks,
@@ -126,6 +128,7 @@ def accumulate_policy_gradient(
     for idx in splits:
         mb = rows(batch, idx)
         on = mb.action_mask.bool()  # (b, T)
+        w = weights(mb.action_mask, config, B, n_tokens, len(splits))  # (b, T) step-normalized
         logp, ent = token_logprobs(model, mb, True, config.temperature)  # (b, T), (b, T)
         prox = logp.detach() if prox_logp is None else prox_logp[idx]
         ref = ref_logp[idx] if ref_logp is not None else None
@@ -145,7 +148,7 @@ def accumulate_policy_gradient(
             entropy_BT=ent,
             entropy_coef=entropy_coef,
         )
-        loss = (weights(mb.action_mask, config, B, n_tokens, len(splits)) * tok).sum()
+        loss = (w * tok).sum()
         loss.backward()
         sums["loss"] += float(loss.detach())
         sums["ent"] += float(ent.detach()[on].sum())
@@ -173,38 +176,7 @@ def accumulate_policy_gradient(
     return out
 
 
-def update(model, batch, adv_B, prox, ref_logp, config: PGConfig, s: LoopState, step: int):
-    """epochs x minibatches optimizer steps on one batch; their stats and gradient norms."""
-    stats: list[dict[str, float]] = []
-    norms: list[float] = []
-    B = adv_B.shape[0]  # adv_B: (B,) an advantage per episode, or (B, T) per token
-    for _ in range(config.epochs):
-        order = list(range(B))
-        if config.minibatches > 1:
-            s.rng.shuffle(order)
-        for chunk in torch.tensor(order).tensor_split(config.minibatches):
-
-            def backward(chunk=chunk) -> float:
-                stats.append(
-                    accumulate_policy_gradient(
-                        model,
-                        rows(batch, chunk),
-                        adv_B[chunk],
-                        config,
-                        None if prox is None else prox[chunk],
-                        None if ref_logp is None else ref_logp[chunk],
-                        s.entropy_coef,
-                    )
-                )
-                return stats[-1]["loss"]
-
-            norms.append(
-                optimizer_step(model, s.opt, backward, config.grad_clip, f"step {step}")[1]
-            )
-    return stats, norms
-
-
-# --- one step, and the loop ---------------------------------------------------------------------
+# --- one step: draw the groups, score them, update on them ---------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,6 +190,130 @@ class StepContext:
     teacher: TinyAgent | None = None  # on-policy distillation's frozen teacher (arl.train.distill)
 
 
+@dataclass(frozen=True)
+class Scored:
+    """A step's batch and what the update weighs it by."""
+
+    batch: Batch  # the step's episodes, collated (B, T)
+    adv: torch.Tensor  # (B,) each episode's advantage, or (B, T) each token's (with a teacher)
+    prox: torch.Tensor | None  # (B, T) pi_prox from a frozen pass (None: the update's own)
+    ref_logp: torch.Tensor | None  # (B, T) the KL reference's log-probs (None: kl off)
+    extra: dict[str, float]  # what scoring measured: the reference's forward time, the teacher's
+
+
+def score(run: StepContext, s: LoopState, drawn: Drawn, step: int) -> Scored:
+    """The drawn groups' advantages: the teacher's pass on their tasks (a monitor), the frozen
+    passes (pi_prox, the KL reference), the rewards as group advantages (the KL in the reward
+    where it goes there), then each token's teacher advantage."""
+    model, config, groups = run.model, run.config, drawn.groups
+    extra: dict[str, float] = {}
+    taught = {}  # a monitor, not trained on: the teacher's own episode on each task
+    if run.teacher is not None:
+        seed = config.seed * 100_003 + step
+        taught["teacher_pass_rate"] = distill.teacher_pass(run.teacher, drawn.chosen, config, seed)
+    batch = run.collate_fn(drawn.episodes)
+    prox = frozen_logprobs(model, batch, config.temperature) if config.prox_forward else None
+    t_ref = time.perf_counter()
+    ref_logp = frozen_logprobs(s.ref, batch, config.temperature) if s.ref is not None else None
+    if s.ref is not None:  # the reference's forward, what dropping the KL saves (Problem 6)
+        extra["time/ref"] = time.perf_counter() - t_ref
+    rewards_NG = group_rewards(groups)
+    if s.ref is not None and config.kl_in == "reward":  # the KL penalty folded into the reward
+        kl_B = (kl_to_reference(prox, ref_logp, config.kl) * batch.action_mask).sum(1)
+        rewards_NG = rewards_NG - config.kl_beta * kl_B.view_as(rewards_NG)
+    adv_NG = advantages(rewards_NG, config, graded_mask(groups))
+    adv = adv_NG.flatten()  # (B,) each episode's advantage
+    if config.reward_weight != 1.0:
+        adv = config.reward_weight * adv
+    if run.teacher is not None:  # (B, T): each policy token's, with the teacher's added
+        adv, by_teacher = distill.teacher_advantages(run.teacher, batch, adv_NG.flatten(), config)
+        extra |= by_teacher | taught
+    return Scored(batch, adv, prox, ref_logp, extra)
+
+
+def minibatches(rng: random.Random, config: PGConfig, B: int) -> Iterator[torch.Tensor]:
+    """The episodes (B',) of each of the epochs x minibatches updates: every epoch a new order
+    (shuffled when it is split), cut into config.minibatches near-equal parts."""
+    for _ in range(config.epochs):
+        order = list(range(B))
+        if config.minibatches > 1:
+            rng.shuffle(order)
+        yield from torch.tensor(order).tensor_split(config.minibatches)
+
+
+def minibatch_backward(run: StepContext, s: LoopState, scored: Scored, idx, stats: list) -> float:
+    """The accumulated backward passes of the episodes idx (B',), as optimizer_step runs them:
+    their statistics appended to `stats`, their loss returned."""
+    mb, adv = rows(scored.batch, idx), scored.adv[idx]
+    prox, ref = (None if x is None else x[idx] for x in (scored.prox, scored.ref_logp))
+    stats.append(
+        accumulate_policy_gradient(run.model, mb, adv, run.config, prox, ref, s.entropy_coef)
+    )
+    return stats[-1]["loss"]
+
+
+def update(run: StepContext, s: LoopState, scored: Scored, step: int) -> dict[str, float]:
+    """epochs x minibatches checked optimizer steps on the scored batch; the update's metrics,
+    with the learning rate the optimizer stepped with."""
+    config, stats, norms = run.config, [], []
+    lr = float(s.opt.param_groups[0]["lr"])
+    for idx in minibatches(s.rng, config, scored.adv.shape[0]):
+        backward = partial(minibatch_backward, run, s, scored, idx, stats)
+        _, norm = optimizer_step(run.model, s.opt, backward, config.grad_clip, f"step {step}")
+        norms.append(norm)
+    return update_metrics(stats, norms, config.minibatches) | {"lr": lr}
+
+
+def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
+    """Draw (and describe what was drawn), score and update once; the step's metrics record."""
+    model, config = run.model, run.config
+    t0 = time.perf_counter()
+    drawn = run.rollouts.draw(model, s, step)
+    t1 = time.perf_counter()
+    described = rollout_metrics(drawn.episodes, config)  # what was drawn
+    scored = score(run, s, drawn, step)
+    u = update(run, s, scored, step)
+    if config.target_entropy:
+        s.entropy_coef = entropy_controller(
+            s.entropy_coef, u["entropy"], config.target_entropy, config.entropy_lr
+        )
+    if s.ref is not None and config.ref_reset_every and step % config.ref_reset_every == 0:
+        s.ref.load_state_dict(model.state_dict())
+    t2 = time.perf_counter()
+    signal_N = scored.adv.abs().reshape(len(drawn.groups), -1).amax(1)  # (N,) largest |A|
+    return {
+        "step": step,
+        **described,
+        "entropy": u.pop("entropy"),
+        "degenerate_frac": drawn.degenerate_frac,
+        "degenerate_frac_final": drawn.degenerate_frac_final,
+        "tasks_with_grad": len({drawn.chosen[i].name for i, a in enumerate(signal_N) if a > 0}),
+        "episodes_sampled": drawn.sampled,
+        "train_tokens": int(scored.batch.lengths.sum()),  # positions the update reads (P29)
+        **u,
+        "entropy_coef": s.entropy_coef,
+        **drawn.extra,
+        **scored.extra,
+        "time/sample": t1 - t0,
+        "time/train": t2 - t1,
+        "time/step": t2 - t0,
+    }
+
+
+# --- the run: set up, the loop, close -----------------------------------------------------------
+
+
+def start_state(model: TinyAgent, config: PGConfig) -> LoopState:
+    """A new run's loop state: the optimizer (plain AdamW: PG's logged runs were made with it),
+    the run's random stream, the KL reference (a frozen copy of the start; None: kl off)."""
+    return LoopState(
+        make_optimizer(model, config.lr, config.weight_decay, fused=False),
+        random.Random(config.seed),
+        copy.deepcopy(model).eval() if config.kl != "off" else None,
+        config.entropy_coef,
+    )
+
+
 def task_sets(
     config: PGConfig, tasks: Sequence[Task] | None
 ) -> tuple[list[Task], dict[str, Sequence[Task]]]:
@@ -229,65 +325,6 @@ def task_sets(
         raise ArlError("train_pg needs at least one task")
     splits = {split: environment.tasks(split) for split in SPLITS} if config.eval_every else {}
     return pool, splits
-
-
-def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
-    """Sample, score, advantage and update once; the step's metrics record."""
-    model, config = run.model, run.config
-    t0 = time.perf_counter()
-    drawn = run.rollouts.draw(model, s, step)
-    chosen, groups, extra = drawn.chosen, drawn.groups, dict(drawn.extra)
-    trajs = [t for g in groups for t in g]
-    t1 = time.perf_counter()
-    batch = run.collate_fn(trajs)
-    kl_reward = s.ref is not None and config.kl_in == "reward"
-    prox = frozen_logprobs(model, batch, config.temperature) if config.prox_forward else None
-    t_ref = time.perf_counter()
-    ref_logp = frozen_logprobs(s.ref, batch, config.temperature) if s.ref is not None else None
-    if s.ref is not None:  # the reference's forward, what dropping the KL saves (Problem 6)
-        extra["time/ref"] = time.perf_counter() - t_ref
-    rewards_NG = group_rewards(groups)
-    if kl_reward:  # the KL penalty folded into the reward
-        kl_B = (kl_to_reference(prox, ref_logp, config.kl) * batch.action_mask).sum(1)
-        rewards_NG = rewards_NG - config.kl_beta * kl_B.view_as(rewards_NG)
-    adv_NG = advantages(rewards_NG, config, graded_mask(groups))
-    adv = adv_NG.flatten()  # (B,) each episode's advantage
-    if config.reward_weight != 1.0:
-        adv = config.reward_weight * adv
-    if run.teacher is not None:  # (B, T): each policy token's, with the teacher's added
-        adv, extra_t = distill.teacher_advantages(run.teacher, batch, adv_NG.flatten(), config)
-        extra |= extra_t | {
-            "teacher_pass_rate": distill.teacher_pass(
-                run.teacher, chosen, config, seed=config.seed * 100_003 + step
-            )
-        }
-    stats, norms = update(model, batch, adv, prox, ref_logp, config, s, step)
-    u = update_metrics(stats, norms, config.minibatches)
-    if config.target_entropy:
-        s.entropy_coef = entropy_controller(
-            s.entropy_coef, u["entropy"], config.target_entropy, config.entropy_lr
-        )
-    if s.ref is not None and config.ref_reset_every and step % config.ref_reset_every == 0:
-        s.ref.load_state_dict(model.state_dict())
-    t2 = time.perf_counter()
-    signal_N = adv.abs().reshape(len(groups), -1).amax(1)  # (N,) each group's largest |A|
-    nonzero = {chosen[i].name for i in range(len(groups)) if bool(signal_N[i] > 0)}
-    return {
-        "step": step,
-        **rollout_metrics(trajs, config),
-        "entropy": u.pop("entropy"),
-        "degenerate_frac": drawn.degenerate_frac,
-        "degenerate_frac_final": drawn.degenerate_frac_final,
-        "tasks_with_grad": len(nonzero),
-        "episodes_sampled": drawn.sampled,
-        "train_tokens": int(batch.lengths.sum()),  # positions the update reads (FLOPs, P29)
-        **u,
-        "entropy_coef": s.entropy_coef,
-        **extra,
-        "time/sample": t1 - t0,
-        "time/train": t2 - t1,
-        "time/step": t2 - t0,
-    }
 
 
 def train_pg(
@@ -320,17 +357,12 @@ def train_pg(
     if teacher is not None:
         distill.check_teacher(teacher, model, config.teacher)
         teacher.eval()
-    pool, splits = task_sets(config, tasks)
     steps = config.steps if steps is None else steps
+    s = start_state(model, config)
+    pool, splits = task_sets(config, tasks)
     out = Path(config.out) if config.out else None
-    claim = claim_output_dir(config.out, "train pg", OWNED, reuse=config.resume)  # when entered
-    with claim if out is not None and not claimed else nullcontext():
-        s = LoopState(
-            make_optimizer(model, config.lr, config.weight_decay, fused=False),
-            random.Random(config.seed),
-            copy.deepcopy(model).eval() if config.kl != "off" else None,
-            config.entropy_coef,
-        )
+    own = out is not None and not claimed
+    with claim_output_dir(out, "train pg", OWNED, reuse=config.resume) if own else nullcontext():
         if out is not None and config.resume:
             checkpoint.restore(out, model, s, config, allow_change)
         log = RunLog(out, config, s.step, steps, sink)
@@ -341,31 +373,27 @@ def train_pg(
             rollouts=Rollouts(model, config, pool),
             teacher=teacher,
         )
-
-        def run_hooks(step: int) -> None:
-            due = hook_due(step, config.eval_every, steps)
-            record = evaluate_tasks(model, splits, config) if due else {}
-            if hook is not None and hook_due(step, hook_every, steps):
-                record |= hook(step, model) or {}
-            if record:
-                log({"step": step, **record})
-
+        model.train()
         try:
-            if s.step == 0:
-                run_hooks(0)
-            model.train()
-            for step in range(s.step + 1, steps + 1):
-                s.step = step
-                record = pg_step(run, s, step)
-                log(record)
-                if progress is not None:
-                    progress(record)
-                run_hooks(step)
-                if out is not None and (step == steps or hook_due(step, config.save_every, steps)):
+            for step in range(s.step + 1 if s.step else 0, steps + 1):  # step 0: the start
+                if step:  # draw, score, update; log
+                    s.step = step
+                    record = pg_step(run, s, step)
+                    log(record)
+                    if progress is not None:
+                        progress(record)
+                eval_due = hook_due(step, config.eval_every, steps)  # evaluate
+                evaluated = evaluate_tasks(model, splits, config) if eval_due else {}
+                if hook is not None and hook_due(step, hook_every, steps):
+                    evaluated |= hook(step, model) or {}
+                if evaluated:
+                    log({"step": step, **evaluated})
+                save_due = step == steps or hook_due(step, config.save_every, steps)
+                if step and out is not None and save_due:  # checkpoint
                     checkpoint.save(out, model, s, config)
         except Diverged as e:
             raise Diverged(f"{e}{checkpoint.last_good(out)}") from None
         finally:
-            run.rollouts.close()
             log.close()
+            run.rollouts.close()
         return log.history

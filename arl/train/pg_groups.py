@@ -91,6 +91,11 @@ class Drawn:
     degenerate_frac_final: float  # and after the refills
     extra: dict[str, int]  # async: the staleness of the job taken, the jobs dropped so far
 
+    @property
+    def episodes(self) -> list[Trajectory]:
+        """Every group's episodes, group after group: (N x G,)."""
+        return [t for g in self.groups for t in g]
+
 
 class Rollouts:
     """Where a step's groups come from: this process, or `rollout_workers` Ray actors.
