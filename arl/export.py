@@ -21,16 +21,20 @@ the task's index, `sample` the episode's index within the group):
     reward, passed, public_pass, turns, accumulator
     data_source, prompt, ability, reward_model, extra_info   verl's RL prompt fields
 
-TRL: the SFT collator (`DataCollatorForLanguageModeling`) takes pre-tokenized rows with
-`input_ids` and sets `labels[completion_mask == 0] = -100` (`completion_only_loss=True`)
-or `labels[assistant_masks == 0] = -100` (`assistant_only_loss=True`). Both masks are
-aligned with `input_ids` (the model shifts labels itself), as `loss_mask` is, so
-`ds.select_columns(["input_ids", "loss_mask"]).rename_column("loss_mask",
-"completion_mask")` is a TRL SFT dataset; RFT is the same after
-`ds.filter(lambda r: r["passed"])`. verl: its RL loader (`RLHFDataset`) reads
-`data_source`, `prompt` (chat messages), `ability`, `reward_model` ({style, ground_truth})
-and `extra_info` ({split, index}); the reward for `data_source` "arl/bugfix" is the gym's
-and must be supplied to verl as a custom reward function (not provided here).
+`prompt` is the issue as the policy read it: one user message of TinyAgent's words, or a
+real model's chat (system prompt and issue). A real model's rows (`renderer` its chat,
+arl.hf.chat) are in its own tokens: ids as sampled, never re-encoded; the mask 1 exactly on
+the sampled tokens (each call and its end-of-turn token).
+
+TRL 1.16's SFTTrainer takes `input_ids` with an aligned mask: `assistant_masks` always applies
+(`assistant_only_loss=True` is for conversational data: it raises), `completion_mask` only with
+`completion_only_loss=True`. verl's `RLHFDataset` reads the last five columns.
+
+**Pairs** (`pair_rows`), for TRL's DPOTrainer: `prompt`, `chosen`, `rejected` as text (its
+"standard" form), the tokens before the first policy token and the rest of each episode,
+decoded as sampled (special tokens kept; a prefix the tokenizer adds itself, a BOS, left for
+TRL to add back). TRL re-tokenizes them (`exact_tokens`: into the sampled ids) and puts its
+loss on every completion token, observations included (arl's DPO: policy tokens only).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import io
 import json
 import tempfile
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +52,10 @@ import torch
 from arl.env import NAMES, environment_of_tasks
 from arl.errors import ArlError, require
 from arl.model import TinyAgent, TinyAgentConfig
-from arl.rollout import vocab_of
-from arl.runio import atomic_write_bytes
+from arl.rollout import episode_seed, scripted_rollout, vocab_of
+from arl.runio import TMP_PREFIX, atomic_write_bytes
 from arl.text import BOS, END, PAD, UNK, Vocab
-from arl.types import POLICY, Trajectory
+from arl.types import POLICY, Observation, Trajectory
 
 GELU_EXACT = "gelu"  # transformers' name for torch's erf GELU (GPT-2's default is "gelu_new")
 LN_EPS = 1e-5  # torch.nn.LayerNorm's default, which TinyAgent uses
@@ -146,7 +151,6 @@ def export_hf(model: TinyAgent, out: str | Path) -> list[Path]:
     from safetensors.torch import save
 
     out, vocab = Path(out), model_vocab(model)
-    gym_vocab = vocab is not None
     config = gpt2_config(model.config, vocab)
     files = [
         atomic_write_bytes(
@@ -154,7 +158,7 @@ def export_hf(model: TinyAgent, out: str | Path) -> list[Path]:
         ),
         atomic_write_bytes(out / "config.json", config.to_json_string().encode("utf-8")),
     ]
-    if gym_vocab:
+    if vocab is not None:
         tok = word_tokenizer(vocab, model.config.block_size)
         with tempfile.TemporaryDirectory() as tmp:
             for name in tok.save_pretrained(tmp):
@@ -164,6 +168,43 @@ def export_hf(model: TinyAgent, out: str | Path) -> list[Path]:
                     if path.name == "tokenizer_config.json":
                         data = portable_tokenizer_config(data)
                     files.append(atomic_write_bytes(out / path.name, data))
+    return files
+
+
+HF_FILES = ("config.json", "model.safetensors")  # and the tokenizer's, when there is one:
+HF_FILES += ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+OLD_RUN_FILES = (".arl-lock", ".arl-run.json")  # an earlier arl's lock and marker: removed
+
+
+def check_model_dir(out: str | Path, overwrite: bool) -> None:
+    """Refuse, in one line, a DIR that is a file, holds files of its own, or holds an earlier
+    export (unless `overwrite`): before the model is loaded."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ArlError(f"{out}: exists and is not a directory")
+    if not out.is_dir():
+        return
+    names = sorted(p.name for p in out.iterdir() if not p.name.startswith(TMP_PREFIX))
+    foreign = [n for n in names if n not in HF_FILES + OLD_RUN_FILES]
+    if foreign:
+        raise ArlError(f"{out}: holds other files (e.g. {foreign[0]}); use another DIR")
+    if names and not overwrite:
+        raise ArlError(
+            f"{out}: holds an earlier export (e.g. {names[0]}); use another DIR, or --overwrite "
+            "to replace it"
+        )
+
+
+def export_hf_dir(model: TinyAgent, out: str | Path, overwrite: bool = False) -> list[Path]:
+    """`export_hf` into a folder left holding only what `from_pretrained` loads (no lock, no
+    marker, no temp file, no earlier export's file it did not rewrite)."""
+    check_model_dir(out, overwrite)
+    files = export_hf(model, out)
+    keep = {p.name for p in files}
+    for p in Path(out).iterdir():
+        ours = p.name in HF_FILES + OLD_RUN_FILES or p.name.startswith(TMP_PREFIX)
+        if ours and p.name not in keep and p.is_file():
+            p.unlink(missing_ok=True)
     return files
 
 
@@ -178,15 +219,26 @@ def portable_tokenizer_config(data: bytes) -> bytes:
 # --- rollouts -> a datasets / Parquet table ---------------------------------------------------
 
 
-def trajectory_row(tr: Trajectory, group: int, sample: int) -> dict[str, Any]:
-    """One episode as a table row (see the module docstring for every column)."""
+def prompt_messages(issue: Observation, renderer: Any = None) -> list[dict[str, str]]:
+    """verl's `prompt`: the issue as TinyAgent reads it (one user message of its words), or
+    the chat a real model reads (`renderer`'s system prompt and the issue's text)."""
+    if getattr(renderer, "tokenizer", None) is None:
+        return [{"role": "user", "content": " ".join(issue.words)}]
+    return list(renderer.messages(issue.text))
+
+
+def trajectory_row(tr: Trajectory, group: int, sample: int, renderer: Any = None) -> dict[str, Any]:
+    """One episode as a table row (see the module docstring for every column); `renderer`:
+    the policy's, a real model's chat for its rollouts (None: TinyAgent's words)."""
     out = tr.outcome
     if out is None:
         raise ArlError(f"a trajectory of {tr.task} has no outcome: not a gym episode")
     environment = environment_of_tasks([out])
     task = environment.get_task(tr.task)
     owners = list(tr.owners_T)
-    prompt = " ".join(environment.make(task).reset(seed=0)[0].words)
+    if renderer is not None and hasattr(renderer, "for_environment"):
+        renderer = renderer.for_environment(environment)
+    prompt = prompt_messages(environment.make(task).reset(seed=0)[0], renderer)
     return {
         "task": task.name,
         "family": task.family,
@@ -203,16 +255,28 @@ def trajectory_row(tr: Trajectory, group: int, sample: int) -> dict[str, Any]:
         "turns": out.turns,
         "accumulator": getattr(out, "accumulator", None) or "",
         "data_source": f"arl/{environment.name}",
-        "prompt": [{"role": "user", "content": prompt}],
+        "prompt": prompt,
         "ability": environment.name,
         "reward_model": {"style": "rule", "ground_truth": task.name},
         "extra_info": {"split": task.split, "index": group, "task": task.name},
     }
 
 
-def trajectory_rows(trajs: Sequence[Trajectory], samples: int) -> list[dict[str, Any]]:
+def trajectory_rows(
+    trajs: Sequence[Trajectory], samples: int, renderer: Any = None
+) -> list[dict[str, Any]]:
     """Rows of run_policy's task-major output: episode k is sample k % G of group k // G."""
-    return [trajectory_row(tr, k // samples, k % samples) for k, tr in enumerate(trajs)]
+    return [trajectory_row(tr, k // samples, k % samples, renderer) for k, tr in enumerate(trajs)]
+
+
+def scripted_episodes(
+    name: str, tasks: Sequence, samples: int, seed: int, env_config: Any, renderer: Any
+) -> list[Trajectory]:
+    """A scripted policy's episodes in a real model's tokens (its chat renderer), in
+    run_policy's order and with its seeds (log-probs 0: nothing was sampled)."""
+    jobs = [t for t in tasks for _ in range(samples)]
+    play = partial(scripted_rollout, name, env_config=env_config, renderer=renderer)
+    return [play(t, seed=episode_seed(seed, k)) for k, t in enumerate(jobs)]
 
 
 def trajectory_features():
@@ -246,9 +310,91 @@ def trajectory_features():
 
 def write_trajectories(rows: list[dict[str, Any]], out: str | Path) -> Path:
     """Write rows as one Parquet file (atomically), readable by datasets, pandas and pyarrow."""
-    datasets = require("datasets", "arl export trajectories")
+    return write_table(rows, trajectory_features(), out)
+
+
+def write_table(rows: list[dict[str, Any]], features: Any, out: str | Path) -> Path:
+    """Rows of the given datasets.Features as one Parquet file, written atomically."""
+    datasets = require("datasets", "arl export")
     datasets.disable_progress_bars()  # a CLI prints its own one line
-    ds = datasets.Dataset.from_list(rows, features=trajectory_features())
+    ds = datasets.Dataset.from_list(rows, features=features)
     buf = io.BytesIO()
     ds.to_parquet(buf)
     return atomic_write_bytes(out, buf.getvalue())
+
+
+# --- (chosen, rejected) pairs -> TRL's DPOTrainer ---------------------------------------------
+
+
+def prompt_length(tr: Trajectory) -> int:
+    """Tokens before the episode's first policy token: the prompt a task's episodes share."""
+    return next((i for i, o in enumerate(tr.owners_T) if o == POLICY), len(tr.owners_T))
+
+
+def split_text(tr: Trajectory, renderer: Any) -> tuple[str, str, bool]:
+    """An episode as (prompt, completion) text, and whether that text re-tokenizes to its ids
+    (TinyAgent: words joined by spaces; a real model: its tokenizer's decode, less the prefix
+    the tokenizer adds by itself, which TRL's tokenization adds back)."""
+    n, ids = prompt_length(tr), list(tr.ids_T)
+    tok = getattr(renderer, "tokenizer", None)
+    if tok is None:
+        words = renderer.vocab.decode(ids)
+        prompt, rest = " ".join(words[:n]), " " + " ".join(words[n:])
+        return prompt, rest, renderer.vocab.encode((prompt + rest).split()) == ids
+    lead = list(tok("")["input_ids"])  # e.g. a BOS the tokenizer adds to any text
+    skip = len(lead) if lead and ids[: len(lead)] == lead else 0
+
+    text = partial(tok.decode, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    prompt, rest = text(ids[skip:n]), text(ids[n:])
+    exact = tok(prompt)["input_ids"] == ids[:n] and tok(prompt + rest)["input_ids"] == ids
+    return prompt, rest, exact
+
+
+def pair_rows(
+    pairs: Sequence[tuple[Trajectory, Trajectory]],
+    trajs: Sequence[Trajectory],
+    samples: int,
+    renderer: Any,
+) -> list[dict[str, Any]]:
+    """One row per (chosen, rejected) pair of episodes out of `trajs` (run_policy's order):
+    TRL's prompt / chosen / rejected text, and which episodes they are."""
+    index = {id(tr): k for k, tr in enumerate(trajs)}
+    rows = []
+    for chosen, rejected in pairs:
+        prompt, good, exact_good = split_text(chosen, renderer)
+        other, bad, exact_bad = split_text(rejected, renderer)
+        if other != prompt:
+            raise ArlError(f"task {chosen.task}: its episodes start from different prompts")
+        task = environment_of_tasks([chosen.outcome]).get_task(chosen.task)
+        kc, kr = index[id(chosen)], index[id(rejected)]
+        rows.append(
+            {
+                "prompt": prompt,
+                "chosen": good,
+                "rejected": bad,
+                "task": task.name,
+                "family": task.family,
+                "split": task.split,
+                "group": kc // samples,
+                "chosen_sample": kc % samples,
+                "rejected_sample": kr % samples,
+                "chosen_reward": float(chosen.reward),
+                "rejected_reward": float(rejected.reward),
+                "exact_tokens": exact_good and exact_bad,
+            }
+        )
+    return rows
+
+
+def pair_features():
+    """The pairs table's datasets.Features: TRL's three text columns, then the episodes'."""
+    datasets = require("datasets", "arl export pairs")
+    V = datasets.Value
+    text = ("prompt", "chosen", "rejected", "task", "family", "split")
+    ints = ("group", "chosen_sample", "rejected_sample")
+    return datasets.Features(
+        {n: V("string") for n in text}
+        | {n: V("int32") for n in ints}
+        | {"chosen_reward": V("float64"), "rejected_reward": V("float64")}
+        | {"exact_tokens": V("bool")}
+    )

@@ -3,7 +3,8 @@
 A sink takes a step and a dict of scalars; `scalars(record)` picks them out of the record
 a trainer writes to metrics.jsonl, so every sink sees the same namespaced keys
 (`reward`, `kl/mu_k3`, `time/step`, `eval/heldout_pass`, ...) with the same values.
-`arl train pg --report-to` uses it; the SFT and DPO loops can call the same two methods.
+`arl train pg|distill|sft|rft|dpo --report-to` use it (`log_record` for a record), each recipe
+logging its learning rate as `lr` beside its loss.
 
 - tensorboard: `torch.utils.tensorboard.SummaryWriter` into OUT/tensorboard (needs the
   `tensorboard` package: `pip install 'arl[logging]'`), flushed after every step;
@@ -88,6 +89,13 @@ class WandbSink:
 
     def close(self) -> None:
         self.run.finish()
+
+
+def log_record(sink: Sink | None, record: Mapping[str, Any], step: int | None = None) -> None:
+    """Send a metrics record's scalars to `sink` (nothing when None), at `step` (default: the
+    record's own "step")."""
+    if sink is not None:
+        sink.log(int(record["step"] if step is None else step), scalars(record))
 
 
 def make_sink(report_to: str, out: str | Path, name: str, config: Mapping[str, Any]) -> Sink | None:

@@ -58,6 +58,15 @@ def _umask_mode() -> int:
     return 0o666 & ~mask
 
 
+def give_umask_modes(folder: str | Path) -> None:
+    """Give each file directly in `folder` the mode a new file gets (0o666 under the umask):
+    transformers' save_pretrained leaves model.safetensors readable by its owner only."""
+    mode = _umask_mode()
+    for p in Path(folder).iterdir():
+        if p.is_file() and not p.is_symlink():
+            os.chmod(p, mode)
+
+
 def special(path: Path) -> bool:
     """Whether `path` (followed through symlinks) is something other than a regular file or a
     folder that exists: a device, a FIFO, a socket, an open descriptor (/dev/stdout)."""

@@ -164,3 +164,36 @@ def test_the_final_info_is_the_outcome_as_a_dict():
     assert list(info)[:3] == ["task", "split", "score"] and info["submitted"]
     assert info["family"] == get_task("handle_entries").family
     assert BugFixOutcome(**info).as_dict() == info
+
+
+# --- vectorized: Gymnasium's async vector env with its shared memory -------------------------
+
+CODEFIX_CALLS = ("read", "test")
+
+
+@pytest.mark.parametrize(
+    "env_id, calls",
+    [(ENV_ID, ("read <end>", "test <end>")), ("arl/CodeFix-v0", CODEFIX_CALLS)],
+)
+def test_async_vector_env_with_shared_memory_returns_the_sync_observations(env_id, calls):
+    """Gymnasium 1.x read a Text space's shared buffer once, when the vector env was built: its
+    observations came back blank. LiveText's read decodes the buffer when a step returns."""
+    import arl.codefix.gymnasium_env  # noqa: F401  (registers arl/CodeFix-v0)
+
+    seen = {}
+    for mode in ("sync", "async"):  # async: shared memory, Gymnasium's default
+        envs = gym.make_vec(env_id, num_envs=2, vectorization_mode=mode)
+        try:
+            obs, _ = envs.reset(seed=3)
+            first = tuple(obs)
+            obs, reward, *_ = envs.step(calls)
+            second = tuple(obs)
+            obs, _, *_ = envs.step(calls[::-1])
+            seen[mode] = (first, second, tuple(obs), tuple(reward))
+        finally:
+            envs.close()
+    assert seen["async"] == seen["sync"]
+    first, second, third, _ = seen["async"]
+    assert all(o.strip() for o in first + second + third)  # nothing blank
+    assert first != second != third  # each step's own observations, not the first's again
+    assert len(set(second)) == 2  # each env its own answer (a listing, a test report)

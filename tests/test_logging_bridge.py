@@ -64,13 +64,14 @@ def _events(logdir) -> dict[str, dict[int, float]]:
     return {tag: {e.step: e.value for e in acc.Scalars(tag)} for tag in acc.Tags()["scalars"]}
 
 
-def _jsonl(path) -> dict[str, dict[int, float]]:
-    """metrics.jsonl as {key: {step: value}}, through the same `scalars` filter."""
+def _jsonl(path, step: str = "step") -> dict[str, dict[int, float]]:
+    """metrics.jsonl as {key: {step: value}}, through the same `scalars` filter (`step`: the
+    record's key that is its step; RFT's is "steps", its optimizer steps so far)."""
     out: dict[str, dict[int, float]] = {}
     for line in path.read_text().splitlines():
         record = json.loads(line)
         for key, value in scalars(record).items():
-            out.setdefault(key, {})[record["step"]] = value
+            out.setdefault(key, {})[record[step]] = value
     return out
 
 
@@ -242,3 +243,106 @@ def test_train_distill_reports_its_teacher_metrics_to_tensorboard(cli, tmp_path,
         assert events[key] == pytest.approx(logged[key], rel=1e-6, abs=1e-30), key
     # the teacher is the student here: on-policy, its KL is zero up to the sampler's rounding
     assert abs(events["teacher_kl"][1]) < 1e-4
+
+
+# --- the demonstration recipes: sft, rft, dpo --------------------------------------------------
+
+RECIPES = {  # flags, the record key that is the step, and the lr of each logged step by hand
+    "sft": (
+        ["--steps", "3", "--batch-size", "2", "--warmup-steps", "2", "--decay", "cosine"],
+        "step",
+        {1: 1e-3 * 1 / 2, 2: 1e-3, 3: 0.0},  # linear warmup over 2 steps, then cosine to 0
+    ),
+    "rft": (
+        ["--rounds", "2", "--samples", "2", "--steps-per-round", "2", "--lr", "5e-4"],
+        "steps",
+        {2: 5e-4, 4: 5e-4},  # logged after each round, at the optimizer steps so far
+    ),
+    "dpo": (["--steps", "2", "--samples", "4", "--lr", "2e-3"], "step", {0: 2e-3, 1: 2e-3}),
+}
+
+
+def _blind_sampling(monkeypatch) -> None:
+    """Sampling replaced by the scripted blind policy: pairs and kept episodes on a random init,
+    and no model time in the rollouts or the final evaluation."""
+    import arl.eval.metrics as metrics
+
+    real = metrics.run_policy
+
+    def blind(policy, tasks, samples=4, seed=0, **kw):
+        return real("blind", tasks, samples, seed, env_config=kw.get("env_config"))
+
+    monkeypatch.setattr(metrics, "run_policy", blind)
+    monkeypatch.setattr("arl.train.rft.run_policy", blind)
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_recipes_send_every_record_and_their_lr(cli, tmp_path, init, monkeypatch, recipe):
+    flags, step, lr = RECIPES[recipe]
+    _blind_sampling(monkeypatch)
+    fake = _FakeWandb()
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    out = tmp_path / recipe
+    code, _, err = cli(
+        "train",
+        recipe,
+        "--init",
+        init,
+        *flags,
+        "--eval-samples",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
+        "--report-to",
+        "wandb",
+    )
+    assert code == 0, err
+    logged = _jsonl(out / "metrics.jsonl", step)
+    assert fake.finished and fake.init_kwargs["name"] == f"train {recipe}"
+    assert fake.logged == logged  # every record's scalars, at its step
+    assert logged["lr"] == pytest.approx(lr, abs=1e-12)
+    assert ("loss" in logged) == (recipe != "rft")
+
+
+def test_sft_report_to_tensorboard(cli, tmp_path, init, monkeypatch):
+    pytest.importorskip("tensorboard")
+    _blind_sampling(monkeypatch)
+    out = tmp_path / "sft"
+    flags, _, lr = RECIPES["sft"]
+    code, _, err = cli(
+        "train",
+        "sft",
+        "--init",
+        init,
+        *flags,
+        "--eval-samples",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
+        "--report-to",
+        "tensorboard",
+    )
+    assert code == 0, err
+    events, logged = _events(out / "tensorboard"), _jsonl(out / "metrics.jsonl")
+    assert set(events) == set(logged) == {"loss", "lr"}
+    assert events["lr"] == pytest.approx(lr, abs=1e-9)
+    assert events["loss"] == pytest.approx(logged["loss"], rel=1e-6)
+    # an --overwrite run owns its tensorboard folder (not another run's files)
+    code, _, err = cli(
+        "train",
+        "sft",
+        "--init",
+        init,
+        "--steps",
+        "1",
+        "--eval-samples",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
+        "--overwrite",
+    )
+    assert code == 0, err
+    assert not (out / "tensorboard").exists()

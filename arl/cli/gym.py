@@ -15,6 +15,7 @@ from arl.cli.args import (
     seed_int,
     unit_float,
 )
+from arl.cli.check import add_chat_flags, check_chat_flags
 from arl.cli.recipes import DTYPES, policy_from
 from arl.env import SPLITS, get_environment
 from arl.errors import ArlError
@@ -60,6 +61,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 f"--out {kept}: exists (an earlier result); use another --out, or "
                 "--overwrite to replace it"
             )
+    check_chat_flags(args)
     if args.model:
         if args.policy:
             raise ArlError("eval: give a policy or --model, not both")
@@ -174,6 +176,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", help="a transformers causal LM (directory or hub id)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N] when present")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
+    add_chat_flags(p)  # --tool-format / --turn-end: a real model's calls
     p.add_argument("--split", choices=SPLITS, default="train")
     p.add_argument(
         "--samples",

@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     from arl.cli import adopt as adopt_cli
     from arl.cli import audit as audit_cli
     from arl.cli import calculators as calc_cli
+    from arl.cli import check as check_cli
     from arl.cli import doctor as doctor_cli
     from arl.cli import export as export_cli
     from arl.cli import gym as gym_cli
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         module.register(sub)
     audit_cli.register(sub)  # `arl audit env NAME` (Problem 11)
     adopt_cli.register(sub)
+    check_cli.register(sub)  # `arl check template PATH`: a chat template under arl
     doctor_cli.register(sub)  # `arl doctor RUN`: Appendix B's diagnoses of a run's metrics
     return parser
 

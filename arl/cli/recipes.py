@@ -17,24 +17,29 @@ from pathlib import Path
 
 from arl.checks import check_seed
 from arl.cli.args import add_env_flags, env_config_of, positive_int, seed_int
+from arl.cli.check import add_chat_flags, chat_options, check_chat_flags
 from arl.cli.config_flags import add_config_flags, config_from
 from arl.errors import ArlError
+from arl.logging_bridge import OWNED as SINK_OWNED
+from arl.logging_bridge import REPORT_TO
 
-OWNED = ("final", "final/*", "metrics.jsonl", "results.json")
+OWNED = ("final", "final/*", "metrics.jsonl", "results.json", *SINK_OWNED)
+RECIPE_INIT = "weak"  # the starting TinyAgent of sft, rft and dpo when neither --init nor --model
 DEVICES = ("cpu", "cuda")
 DTYPES = ("float32", "bfloat16")
 RFT_ALIASES = {"samples": "samples_per_task"}  # the flag's name before it was derived
 SEEDS = "--seed also seeds the starting policy and the evaluation."
 
 
-def add_policy_flags(p: argparse.ArgumentParser, init_default: str | None = "weak") -> None:
+def add_policy_flags(p: argparse.ArgumentParser, init_default: str = RECIPE_INIT) -> None:
     """--init / --model / --device / --dtype: where the policy comes from and runs;
     --env / --allow-unsandboxed: which environment it plays."""
     add_env_flags(p)
     p.add_argument(
         "--init",
-        default=init_default,
-        help="a TinyAgent: cold, weak, untrained, or a checkpoint directory",
+        default=None,
+        help=f"a TinyAgent: cold, weak, untrained, or a checkpoint directory (default "
+        f"{init_default}; not with --model)",
     )
     p.add_argument(
         "--model",
@@ -48,13 +53,24 @@ def add_policy_flags(p: argparse.ArgumentParser, init_default: str | None = "wea
         default="float32",
         help="bfloat16 for a real model on a GPU; TinyAgent trains in float32",
     )
+    add_chat_flags(p)  # --tool-format / --turn-end: a real model's calls
+
+
+def resolve_init(args: argparse.Namespace, default: str) -> None:
+    """--init's default when neither it nor --model is given; both given is refused in one
+    line (--model replaces the starting policy: an --init beside it would be ignored)."""
+    if args.model and args.init is not None:
+        raise ArlError(f"--init {args.init} and --model: give one (--model is the starting policy)")
+    check_chat_flags(args)  # --tool-format / --turn-end: only with --model
+    if not args.model and args.init is None:
+        args.init = default
 
 
 def policy_from(args: argparse.Namespace, seed: int):
     from arl.train.policy import load_any
 
     env = getattr(args, "env", "bugfix")
-    return load_any(args.init, args.model, seed, args.device, args.dtype, env)
+    return load_any(args.init, args.model, seed, args.device, args.dtype, env, **chat_options(args))
 
 
 def _evaluate(model, samples: int, seed: int, args: argparse.Namespace) -> dict:
@@ -70,15 +86,17 @@ def _evaluate(model, samples: int, seed: int, args: argparse.Namespace) -> dict:
     return out
 
 
-def _run(args: argparse.Namespace, recipe: str, seed: int, train) -> int:
-    """Claim OUT, load the policy (from `seed`), train it with `train(model, progress)`,
-    evaluate (from `seed`), save."""
+def _run(args: argparse.Namespace, recipe: str, seed: int, train, config) -> int:
+    """Claim OUT, open the --report-to sink, load the policy (from `seed`), train it with
+    `train(model, progress, sink)`, evaluate (from `seed`), save."""
     from arl.env import get_environment
+    from arl.logging_bridge import make_sink
     from arl.progress import Progress
     from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, dumps_finite
     from arl.train.checkpoint import save_policy
 
     out = Path(args.out or f"runs/{recipe}")
+    resolve_init(args, RECIPE_INIT)
     if not args.model:  # a policy that names nothing is refused before the folder is claimed
         from arl.train.policy import check_policy_spec
 
@@ -86,13 +104,19 @@ def _run(args: argparse.Namespace, recipe: str, seed: int, train) -> int:
     environment = get_environment(args.env)  # a missing sandbox too
     environment.make(environment.tasks("train")[0], env_config_of(args))
     with claim_output_dir(out, f"train {recipe}", OWNED, overwrite=args.overwrite):
-        model = policy_from(args, seed)
-        source = args.model or args.init
-        print(f"arl train {recipe}: {model.num_params():,} parameters from {source} -> {out}")
-        with Progress(recipe, enabled=not args.quiet) as bar:
-            history, settings = train(model, bar)
-            bar.event("evaluating both splits")
-            final = _evaluate(model, args.eval_samples, seed, args)
+        # the sink first: a missing package is refused before a long load of the policy
+        sink = make_sink(args.report_to, out, f"train {recipe}", asdict(config))
+        try:
+            model = policy_from(args, seed)
+            source = args.model or args.init
+            print(f"arl train {recipe}: {model.num_params():,} parameters from {source} -> {out}")
+            with Progress(recipe, enabled=not args.quiet) as bar:
+                history, settings = train(model, bar, sink)
+                bar.event("evaluating both splits")
+                final = _evaluate(model, args.eval_samples, seed, args)
+        finally:
+            if sink is not None:
+                sink.close()
         atomic_write_text(out / "metrics.jsonl", "".join(dumps_finite(r) + "\n" for r in history))
         save_policy(model, out / "final", extra={"kind": recipe, "source": source})
         results = {"recipe": recipe, "env": args.env, "source": source, "settings": settings}
@@ -116,7 +140,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
     config = config_from(args, SFTConfig, check=_user_seed)
 
-    def train(model, bar):
+    def train(model, bar, sink):
         renderer = renderer_of(model) if args.model else None  # a real model's chat
         demos = oracle_sft_data(renderer=renderer, environment=args.env)  # Chapter 15's data
         bar.total = config.steps
@@ -124,9 +148,10 @@ def cmd_sft(args: argparse.Namespace) -> int:
         def hook(step: int, _model) -> None:
             bar.update(step)
 
-        return sft_train(model, demos, config, hook=hook, hook_every=1), asdict(config)
+        history = sft_train(model, demos, config, hook=hook, hook_every=1, sink=sink)
+        return history, asdict(config)
 
-    return _run(args, "sft", config.seed, train)
+    return _run(args, "sft", config.seed, train, config)
 
 
 def cmd_rft(args: argparse.Namespace) -> int:
@@ -135,17 +160,18 @@ def cmd_rft(args: argparse.Namespace) -> int:
 
     config = config_from(args, RFTConfig)
 
-    def train(model, bar):
+    def train(model, bar, sink):
         bar.total = config.rounds
 
         def hook(r: int, _model) -> None:
             bar.update(r + 1)
 
         tasks = get_environment(args.env).tasks("train")
-        history = expert_iteration(model, tasks, config, hook=hook, env_config=env_config_of(args))
+        env_config = env_config_of(args)
+        history = expert_iteration(model, tasks, config, hook, env_config=env_config, sink=sink)
         return history, asdict(config)
 
-    return _run(args, "rft", config.seed, train)
+    return _run(args, "rft", config.seed, train, config)
 
 
 def cmd_dpo(args: argparse.Namespace) -> int:
@@ -155,7 +181,7 @@ def cmd_dpo(args: argparse.Namespace) -> int:
 
     config = config_from(args, DPOConfig)
 
-    def train(model, bar):
+    def train(model, bar, sink):
         tasks = get_environment(args.env).tasks("train")
         env_config = env_config_of(args)
         samples = run_policy(model, tasks, args.samples, seed=args.seed, env_config=env_config)
@@ -172,10 +198,11 @@ def cmd_dpo(args: argparse.Namespace) -> int:
         def hook(step: int, _model) -> None:
             bar.update(step)
 
-        history = dpo_train(model, copy.deepcopy(model), pairs, config, hook=hook, hook_every=1)
+        reference = copy.deepcopy(model)
+        history = dpo_train(model, reference, pairs, config, hook, hook_every=1, sink=sink)
         return history, {**asdict(config), "pairs": len(pairs), "samples": args.samples}
 
-    return _run(args, "dpo", args.seed, train)
+    return _run(args, "dpo", args.seed, train, config)
 
 
 def _common(p: argparse.ArgumentParser, recipe: str) -> None:
@@ -184,6 +211,13 @@ def _common(p: argparse.ArgumentParser, recipe: str) -> None:
     p.add_argument("--eval-samples", type=positive_int, default=4, help="episodes per task")
     p.add_argument("--out", help=f"the run folder (default runs/{recipe})")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier run in OUT")
+    p.add_argument(
+        "--report-to",
+        choices=REPORT_TO,
+        default="none",
+        help="also log each record's scalars (those of metrics.jsonl, lr among them) to "
+        "OUT/tensorboard, or to wandb (offline unless WANDB_MODE is set)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress")
 
 

@@ -21,7 +21,7 @@ from arl.cli.config_flags import (
     merge,
     parse_pair,
 )
-from arl.cli.recipes import DTYPES, policy_from
+from arl.cli.recipes import DTYPES, policy_from, resolve_init
 from arl.cli.reproduce import add_ray_flag
 from arl.env import NAMES, get_environment
 from arl.errors import ArlError
@@ -149,7 +149,13 @@ def cmd_sweep(args: argparse.Namespace, values: dict) -> int:
     return 0
 
 
+PG_INIT = "cold"  # the starting policy of train pg and distill when neither --init nor --model
+
+
 def cmd_pg(args: argparse.Namespace) -> int:
+    resolve_init(args, PG_INIT)
+    if args.sweep and args.model:
+        raise ArlError("--sweep trains TinyAgents from --init; it does not take --model")
     values = read_config_file(args.config) if args.config else {}
     values = merge(parse_overrides(env_pairs(args), values), given_values(args))
     values.setdefault("out", "runs/pg")
@@ -163,6 +169,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
     (arl.train.distill's defaults under --config and --set)."""
     from arl.train.distill import DISTILL_DEFAULTS
 
+    resolve_init(args, PG_INIT)
     values = read_config_file(args.config) if args.config else {}
     values = merge(parse_overrides(env_pairs(args), DISTILL_DEFAULTS | values), given_values(args))
     values.setdefault("out", "runs/distill")
@@ -276,8 +283,9 @@ def add_pg_flags(g: argparse.ArgumentParser, keys_help: str) -> None:
     add_keys_flag(g, pg_keys, keys_help)
     g.add_argument(
         "--init",
-        default="cold",
-        help=f"starting policy: {', '.join(INITS)}, or a checkpoint directory",
+        default=None,
+        help=f"starting policy: {', '.join(INITS)}, or a checkpoint directory (default "
+        f"{PG_INIT}; not with --model)",
     )
     g.add_argument(
         "--env",
@@ -295,6 +303,7 @@ def add_pg_flags(g: argparse.ArgumentParser, keys_help: str) -> None:
     )
     g.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N] when present")
     g.add_argument("--dtype", choices=DTYPES, default="float32", help="bfloat16: real models")
+    recipes.add_chat_flags(g)  # --tool-format / --turn-end: a real model's calls (arl.cli.check)
     g.add_argument(
         "--overwrite", action="store_true", help="delete an earlier run's files in out first"
     )

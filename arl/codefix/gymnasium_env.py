@@ -20,7 +20,7 @@ from gymnasium import spaces
 
 from arl.codefix.environment import CODEFIX
 from arl.errors import ArlError
-from arl.gym.gymnasium_env import BugFixGymnasiumEnv
+from arl.gym.gymnasium_env import BugFixGymnasiumEnv, LiveText
 from arl.types import Observation, TextCall
 
 ENV_ID = "arl/CodeFix-v0"
@@ -34,7 +34,7 @@ class CodeFixGymnasiumEnv(BugFixGymnasiumEnv):
     reset_options = ("task", "split", "accumulator", "list_name")
 
     def spaces(self) -> tuple[spaces.Text, spaces.Text]:
-        text = spaces.Text(max_length=MAX_CHARS, min_length=1, charset=string.printable)
+        text = LiveText(max_length=MAX_CHARS, min_length=1, charset=string.printable)
         return text, text
 
     def text(self, obs: Observation) -> str:

@@ -24,12 +24,14 @@ in `options`) and the seed handed to BugFixEnv, which names the accumulator. So
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from gymnasium import spaces
+from gymnasium.vector.utils import read_from_shared_memory
 
 from arl.errors import ArlError
 from arl.gym.environment import BUGFIX
@@ -43,6 +45,52 @@ MAX_OBS_WORDS = 512  # TinyAgent's block_size: no observation is longer than an 
 RESET_OPTIONS = ("task", "split", "accumulator")
 
 
+class LiveText(spaces.Text):
+    """A Text space that `AsyncVectorEnv`'s shared memory carries: Gymnasium 1.x reads a Text
+    buffer once, into a tuple of strings, when the vector env is built, so every later
+    observation came back blank; here the read is a view decoded when the step returns."""
+
+
+class SharedTexts(Sequence[str]):
+    """The strings in a shared Text buffer, decoded on each read; a deepcopy (what
+    AsyncVectorEnv returns, copy=True by default) is a plain tuple."""
+
+    def __init__(self, space: spaces.Text, memory: Any, n: int):
+        self.space, self.memory, self.n = space, memory, n
+
+    def _rows(self) -> Any:
+        return np.frombuffer(memory_buffer(self.memory), dtype=np.int32).reshape(self.n, -1)
+
+    def __getitem__(self, i: Any) -> Any:
+        return tuple(self)[i]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[str]:
+        chars, size = self.space.character_list, len(self.space.character_set)
+        return iter(tuple("".join(chars[c] for c in row if c < size) for row in self._rows()))
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, Sequence) else other)
+
+    def __deepcopy__(self, memo: dict) -> tuple[str, ...]:
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+def memory_buffer(memory: Any) -> Any:
+    """The raw buffer of a multiprocessing Array (synchronized or not)."""
+    return memory.get_obj() if hasattr(memory, "get_obj") else memory
+
+
+@read_from_shared_memory.register(LiveText)
+def _read_live_text(space: LiveText, shared_memory: Any, n: int = 1) -> SharedTexts:
+    return SharedTexts(space, shared_memory, n)
+
+
 def charset() -> str:
     """Every character of every word of the gym, and the space that separates words."""
     return "".join(sorted({c for w in gym_words() for c in w} | {" "}))
@@ -51,7 +99,7 @@ def charset() -> str:
 def text_space(max_words: int) -> spaces.Text:
     """Space-separated words of the gym, at most `max_words` of them."""
     longest = max(len(w) for w in gym_words())
-    return spaces.Text(max_length=max_words * (longest + 1), min_length=1, charset=charset())
+    return LiveText(max_length=max_words * (longest + 1), min_length=1, charset=charset())
 
 
 def as_text(words: Sequence[str]) -> str:

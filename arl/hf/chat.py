@@ -15,16 +15,27 @@ environment), every other token (role headers, separators) is template. The syst
 a call's token budget are the environment's (`for_environment`); the user and tool messages
 are the text form of its observations (arl.types.Observation), and a call goes to the
 environment as text (arl.types.TextCall).
+
+The call format is the renderer's choice (`tool_format`): arl's words (the default: the
+system prompt states the grammar, a call is its text), or a family's native tool calls
+(arl.hf.toolcalls: "qwen", "llama"), where the environment's tools go to the template as
+JSON-schema functions (`apply_chat_template(tools=...)`), a scripted call is written as the
+template writes a `tool_calls` message, and a sampled turn is parsed back into arl's text.
+An assistant turn ends with the template's own turn end (arl.hf.template_check.turn_end),
+which need not be eos (Qwen2.5's base checkpoints), unless `turn_end` names another token.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from arl.errors import ArlError
-from arl.gym.environment import CHAT_CALL_TOKENS, SYSTEM_PROMPT
+from arl.gym.environment import BUGFIX, CHAT_CALL_TOKENS, SYSTEM_PROMPT
+from arl.hf import toolcalls
+from arl.hf.template_check import turn_end as template_turn_end
 from arl.text import END, Growing
 from arl.types import ENV, PROMPT, TEMPLATE, Observation, TextCall
 
@@ -39,33 +50,72 @@ class ChatRenderer:
     system: str = SYSTEM_PROMPT
     max_call_tokens: int = CHAT_CALL_TOKENS
     context: int = 1024  # the model's longest episode (scripted demonstrations stop there)
+    tool_format: str = "words"  # arl's words, or a family's native calls: "qwen", "llama"
+    tools: toolcalls.ToolSet | None = None  # the environment's tools, in a native format
 
     @classmethod
-    def for_tokenizer(cls, tokenizer: Any, **kw: Any) -> ChatRenderer:
-        """The renderer of a tokenizer: its eos token must be the end of an assistant turn."""
+    def for_tokenizer(
+        cls, tokenizer: Any, turn_end: str | None = None, tool_format: str = "words", **kw: Any
+    ) -> ChatRenderer:
+        """The renderer of a tokenizer: an assistant turn ends with `turn_end`, else with the
+        token its template closes one with, else with eos; calls in `tool_format`."""
         if not getattr(tokenizer, "chat_template", None):
             raise ArlError("tokenizer has no chat template (set tokenizer.chat_template)")
         if not getattr(tokenizer, "is_fast", False):
             raise ArlError("a fast tokenizer is needed (character offsets give each token's owner)")
-        end = tokenizer.eos_token
-        if end is None or tokenizer.convert_tokens_to_ids(end) is None:
-            raise ArlError("tokenizer has no eos token to end an assistant turn")
-        return cls(tokenizer, end, **kw)
+        toolcalls.check_format(tool_format)
+        end = turn_end or template_turn_end(tokenizer) or tokenizer.eos_token
+        if end is None:
+            raise ArlError("tokenizer has no eos token to end an assistant turn (--turn-end)")
+        if end not in tokenizer.get_vocab():
+            raise ArlError(f"turn end {end!r}: not a token of this tokenizer")
+        renderer = cls(tokenizer, end, tool_format=tool_format, **kw)
+        return renderer.for_environment(BUGFIX) if renderer.native else renderer
+
+    @property
+    def native(self) -> bool:
+        return self.tool_format != "words"
+
+    @property
+    def tool_specs(self) -> list[dict]:
+        """The `tools=` argument of apply_chat_template: the environment's JSON-schema functions
+        in a native format; none for arl's words (the system prompt states the grammar)."""
+        return list(self.tools.specs) if self.native and self.tools else []
 
     def for_environment(self, environment: Any) -> ChatRenderer:
-        """This renderer with an environment's tool grammar and call budget."""
+        """This renderer with an environment's tools (its grammar, or its native specs) and
+        call budget (a native call has room for its JSON besides the environment's budget)."""
+        if not self.native:
+            return replace(
+                self, system=environment.system_prompt, max_call_tokens=environment.chat_call_tokens
+            )
+        tools = toolcalls.toolset(environment.name)
         return replace(
-            self, system=environment.system_prompt, max_call_tokens=environment.chat_call_tokens
+            self,
+            system=tools.system,
+            tools=tools,
+            max_call_tokens=environment.chat_call_tokens + self._call_overhead(tools),
         )
+
+    def _call_overhead(self, tools: toolcalls.ToolSet) -> int:
+        """Tokens of the format's own text around a call: its longest call, arguments empty."""
+        texts = [toolcalls.render_call(self.tool_format, c) for c in tools.blank_calls()]
+        return max(len(self.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)
 
     @property
     def end_id(self) -> int:
         return int(self.tokenizer.convert_tokens_to_ids(self.end_token))
 
     def _text(self, messages: list[dict], generation: bool) -> str:
-        return self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=generation
-        )
+        from jinja2 import TemplateError
+
+        kw = {"tools": self.tool_specs} if self.tool_specs else {}
+        try:
+            return self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=generation, **kw
+            )
+        except TemplateError as e:  # the template's own raise_exception: one line
+            raise ArlError(f"the chat template refuses arl's conversation: {e}") from e
 
     def _encode(
         self, text: str, spans: Sequence[tuple[int, int, int]]
@@ -89,30 +139,55 @@ class ChatRenderer:
         return self._encode(text, _content_spans(text, msgs, PROMPT))
 
     def render_observation(
-        self, history: list[dict], call_text: str, obs_text: str
+        self, history: list[dict], assistant: dict | str, obs_text: str
     ) -> tuple[list[int], list[int], list[dict]]:
-        """What follows a sampled call: the template's close of the assistant turn, the tool
-        message, the next assistant header. Returns (ids, owners, messages so far)."""
-        done = history + [{"role": "assistant", "content": call_text}]
+        """What follows a sampled call (`assistant`: its message, or its text): the template's
+        close of the assistant turn, the tool message, the next assistant header. Returns
+        (ids, owners, messages so far)."""
+        if isinstance(assistant, str):
+            assistant = {"role": "assistant", "content": assistant}
+        done = history + [assistant]
         after = done + [{"role": "tool", "content": obs_text}]
         before_text = self._text(done, generation=False)
         cut = before_text.rfind(self.end_token)
         full = self._text(after, generation=True)
-        if cut < 0 or not full.startswith(before_text[: cut + len(self.end_token)]):
-            raise ArlError("chat template does not extend a conversation by appending to it")
-        start = cut + len(self.end_token)
-        suffix = full[start:]
-        content = after[-1]["content"]
-        at = suffix.rfind(content) if content else -1
-        spans = [(at, at + len(content), ENV)] if at >= 0 else []
-        ids, owners = self._encode(suffix, spans)
+        if cut < 0:
+            raise ArlError(
+                f"the chat template closes no assistant turn with {self.end_token!r} (name the "
+                "turn end with --turn-end; `arl check template PATH` shows the template's)"
+            )
+        if not full.startswith(before_text[: cut + len(self.end_token)]):
+            raise ArlError(
+                "the chat template re-renders earlier turns when a turn is appended "
+                "(`arl check template PATH` says how)"
+            )
+        suffix = full[cut + len(self.end_token) :]
+        ids, owners = self._encode(suffix, _result_span(suffix, obs_text))
         return ids, owners, after
 
-    def decode_call(self, ids: Sequence[int]) -> TextCall:
-        """A sampled call as text (special tokens dropped), and whether it ended its turn."""
+    def _raw(self, ids: Sequence[int]) -> tuple[str, bool]:
+        """A sampled call's text (its end-of-turn token apart), and whether it ended its turn.
+        arl's words drop special tokens; a native format keeps them (<|python_tag|>)."""
         ended = bool(ids) and ids[-1] == self.end_id
         body = list(ids[:-1]) if ended else list(ids)
-        return TextCall(self.tokenizer.decode(body, skip_special_tokens=True).strip(), ended)
+        return self.tokenizer.decode(body, skip_special_tokens=not self.native), ended
+
+    def decode_call(self, ids: Sequence[int]) -> TextCall:
+        """A sampled call as arl's text (a native call parsed back into it), and whether it
+        ended its turn."""
+        text, ended = self._raw(ids)
+        if self.native:
+            return TextCall(toolcalls.action_text(self._tools(), self.tool_format, text), ended)
+        return TextCall(text.strip(), ended)
+
+    def assistant_message(self, ids: Sequence[int]) -> dict:
+        """A sampled call as the chat message the template renders (native: with tool_calls)."""
+        if not self.native:
+            return {"role": "assistant", "content": self.decode_call(ids).text}
+        return toolcalls.assistant_message(self.tool_format, self._raw(ids)[0])
+
+    def _tools(self) -> toolcalls.ToolSet:
+        return self.tools or toolcalls.toolset("bugfix")
 
     # --- the renderer interface of arl.rollout (WordRenderer is TinyAgent's) ---
 
@@ -131,6 +206,9 @@ class ChatRenderer:
         """A scripted call's words as the model would sample them: the environment's text for
         them (`env.call_text`), then end-of-turn if the call ended."""
         text = env.call_text(words)
+        if self.native and text:  # the call as the template writes it (a malformed one: as is)
+            call = self._tools().from_text(text)
+            text = toolcalls.render_call(self.tool_format, call) if call is not None else text
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
         return list(ids) + ([self.end_id] if END in words else [])
 
@@ -146,13 +224,13 @@ class ChatTranscript(Growing):
     owners: list[int]
     logps: list[float]
     calls: list[tuple[int, int]] = field(default_factory=list)
-    last_call: str = ""
+    last_call: dict = field(default_factory=dict)  # the last call's assistant message
 
     def end_call(self, n: int) -> TextCall:
         """The last `n` policy tokens are one call: its span; its text for the env."""
-        call = self.renderer.decode_call(self._call(n))
-        self.last_call = call.text
-        return call
+        ids = self._call(n)
+        self.last_call = self.renderer.assistant_message(ids)
+        return self.renderer.decode_call(ids)
 
     def observe(self, obs: Observation, limit: int | None = None) -> list[str] | None:
         """Add the tool message (and the next assistant header); None if past `limit`. Returns
@@ -165,6 +243,16 @@ class ChatTranscript(Growing):
         self._add(ids, owners)
         self.messages = messages
         return list(obs.words)
+
+
+def _result_span(suffix: str, content: str) -> list[tuple[int, int, int]]:
+    """The tool result's span in the text after a call: as written, or as a JSON string's
+    inside (Llama 3.1 writes a string result with `tojson`)."""
+    for form in (content, json.dumps(content, ensure_ascii=False)[1:-1]):
+        at = suffix.rfind(form) if form else -1
+        if at >= 0:
+            return [(at, at + len(form), ENV)]
+    return []
 
 
 def _content_spans(text: str, messages: list[dict], owner: int) -> list[tuple[int, int, int]]:

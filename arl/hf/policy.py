@@ -24,6 +24,7 @@ from torch import nn
 
 from arl.errors import ArlError, require
 from arl.hf.chat import ChatRenderer
+from arl.hf.toolcalls import check_format
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -128,28 +129,41 @@ class HFPolicy(nn.Module):
         return out.logits[torch.arange(B, device=ids.device), last].float()  # (B, V)
 
     def save(self, path: str | Path) -> Path:
-        """A `from_pretrained` directory: the model and its tokenizer."""
+        """A `from_pretrained` directory: the model and its tokenizer, every file with the
+        umask's mode (as any file arl writes)."""
+        from arl.runio import give_umask_modes
+
         path = Path(path)
         self.model.save_pretrained(path)
         self.renderer.tokenizer.save_pretrained(path)
+        give_umask_modes(path)
         return path
 
 
 def load_hf(
-    path_or_id: str, device: str = "cpu", dtype: str = "float32", block_size: int | None = None
+    path_or_id: str,
+    device: str = "cpu",
+    dtype: str = "float32",
+    block_size: int | None = None,
+    turn_end: str | None = None,
+    tool_format: str = "words",
 ) -> HFPolicy:
-    """`AutoModelForCausalLM` and `AutoTokenizer` from a directory or a hub id, as a policy."""
+    """`AutoModelForCausalLM` and `AutoTokenizer` from a directory or a hub id, as a policy
+    whose calls are in `tool_format` (arl's words, or "qwen" / "llama" native tool calls) and
+    end with `turn_end` (default: the token the chat template closes a turn with, else eos)."""
     tf = require_transformers()
     quiet(tf)
     if dtype not in DTYPES:
         raise ArlError(f"dtype: must be one of {', '.join(DTYPES)}, got {dtype!r}")
     check_device(device)
+    check_format(tool_format)  # before anything is loaded
     try:
         tok = tf.AutoTokenizer.from_pretrained(path_or_id)
         model = tf.AutoModelForCausalLM.from_pretrained(path_or_id, dtype=DTYPES[dtype])
     except (OSError, ValueError) as e:
         raise ArlError(f"--model {path_or_id}: {str(e).splitlines()[0]}") from e
     model.to(device)
-    policy = HFPolicy(model, ChatRenderer.for_tokenizer(tok), block_size)
+    renderer = ChatRenderer.for_tokenizer(tok, turn_end=turn_end, tool_format=tool_format)
+    policy = HFPolicy(model, renderer, block_size)
     policy.renderer = replace(policy.renderer, context=policy.config.block_size)
     return policy

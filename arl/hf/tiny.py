@@ -2,9 +2,15 @@
 
 Tests, benchmarks and a first try of `--model` need a `from_pretrained` directory without a
 download. `build_tiny` trains a byte-level BPE (GPT-2 / Qwen style) on the gym's own text,
-gives it a ChatML chat template with a `tool` role, builds a Qwen2- or Llama-style model with
-random weights, and saves both. The weights are random: the model emits malformed calls, as
-an untrained TinyAgent does.
+gives it a chat template, builds a Qwen2- or Llama-style model with random weights, and saves
+both. The weights are random: the model emits malformed calls, as an untrained TinyAgent does.
+
+A tokenizer's `style` is its template and special tokens (arl.hf.templates): "chatml" (arl's
+words in ChatML with a `tool` role, the default), or a family's native tool-call format:
+"qwen2.5" (eos <|im_end|>), "qwen2.5-base" (the same template, eos <|endoftext|>: turns are
+closed by a token that is not eos, as in Qwen2.5's base checkpoints) and "llama3.1". A native
+style splits text with its family's pre-tokenizer regex and learns its merges from the tool
+specs and calls too.
 """
 
 from __future__ import annotations
@@ -15,13 +21,11 @@ from arl.gym.grammar import FIX_OPS, OPS, TOOLS
 from arl.gym.tasks import all_tasks
 from arl.hf.chat import SYSTEM_PROMPT
 from arl.hf.policy import quiet, require_transformers
+from arl.hf.templates import CHATML, FORMAT_OF, QWEN_SPECIALS, SPLITS, STYLES
 
-SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-CHATML = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+SPECIALS = QWEN_SPECIALS
 ARCHS = ("qwen2", "llama")
+__all__ = ["CHATML", "SPECIALS", "ARCHS", "build_tokenizer", "build_tiny", "corpus"]
 
 
 def corpus() -> list[str]:
@@ -38,35 +42,81 @@ def corpus() -> list[str]:
     return texts + calls + prompts + list(FIX_OPS)
 
 
-def build_tokenizer(vocab_size: int = 400):
-    """A byte-level BPE with ChatML specials; eos is <|im_end|>, the end of a turn."""
-    tf = require_transformers()
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def native_corpus(style: str) -> list[str]:
+    """What a native style learns from besides `corpus()`: its template's fixed text, both
+    environments' tool specs, and every scripted BugFix call in its format."""
+    import json
 
+    from arl.hf.toolcalls import TOOLSETS, render_call
+
+    fmt = FORMAT_OF[style]
+    texts = [STYLES[style][0]]
+    for make in TOOLSETS.values():
+        tools = make()
+        texts += [tools.system] + [json.dumps(s, indent=4) for s in tools.specs]
+        texts += [json.dumps(s) for s in tools.specs]
+    bugfix = TOOLSETS["bugfix"]()
+    calls = list(TOOLS) + [" ".join(("edit", op)) for op in OPS] + ["edit init total"]
+    texts += [render_call(fmt, c) for c in map(bugfix.from_text, calls) if c is not None]
+    return texts
+
+
+def build_tokenizer(vocab_size: int | None = None, style: str = "chatml"):
+    """A byte-level BPE with its style's specials and chat template (arl.hf.templates):
+    "chatml" (eos <|im_end|>, the end of a turn), "qwen2.5", "qwen2.5-base" or "llama3.1".
+    Vocabulary: 400 for arl's words, 1000 for a native style (its prompt carries the tools'
+    JSON specs: about 500 tokens then, 900 at 400)."""
+    tf = require_transformers()
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {tuple(STYLES)}")
+    template, specials, added, eos, pad, bos = STYLES[style]
+    vocab_size = vocab_size or (400 if FORMAT_OF[style] == "words" else 1000)
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if SPLITS[style] is None:
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    else:  # the family's own split, then bytes (as its tokenizer.json does)
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(SPLITS[style]), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=list(SPECIALS),
+        special_tokens=list(specials),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(corpus(), trainer)
-    fast = tf.PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    tok.train_from_iterator(
+        corpus() + (native_corpus(style) if FORMAT_OF[style] != "words" else []), trainer
     )
-    fast.chat_template = CHATML
+    fast = tf.PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=eos, pad_token=pad, **({"bos_token": bos} if bos else {})
+    )
+    if added:  # Qwen's <tool_call> and its kin: added tokens, not special (decode keeps them)
+        fast.add_tokens(list(added))
+    fast.chat_template = template
     return fast
 
 
-def build_tiny(path: str | Path, arch: str = "qwen2", seed: int = 0, layers: int = 2) -> Path:
-    """Save a random `arch` model (hidden 64, `layers` layers) and its tokenizer to `path`."""
+def build_tiny(
+    path: str | Path,
+    arch: str = "qwen2",
+    seed: int = 0,
+    layers: int = 2,
+    style: str = "chatml",
+    context: int | None = None,
+) -> Path:
+    """Save a random `arch` model (hidden 64, `layers` layers, `context` positions: 1024, or
+    2048 for a native style) and its tokenizer of `style` (arl.hf.templates.STYLES) to `path`."""
     import torch
 
     tf = require_transformers()
     quiet(tf)
-    tok = build_tokenizer()
+    tok = build_tokenizer(style=style)
     shape = dict(
         vocab_size=len(tok),
         hidden_size=64,
@@ -74,7 +124,7 @@ def build_tiny(path: str | Path, arch: str = "qwen2", seed: int = 0, layers: int
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=1024,
+        max_position_embeddings=context or (1024 if FORMAT_OF[style] == "words" else 2048),
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
         tie_word_embeddings=True,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from arl.batch import collate
 from arl.checks import check
 from arl.errors import ArlError
+from arl.logging_bridge import Sink, log_record
 from arl.losses import dpo_loss, episode_logp, sft_loss, token_logprobs
 from arl.model import TinyAgent
 from arl.train.common import Hook, frozen_logprobs, hook_due, make_optimizer, optimizer_step
@@ -56,8 +57,10 @@ def dpo_train(
     config: DPOConfig = DPOConfig(),
     hook: Hook | None = None,
     hook_every: int = 25,
+    sink: Sink | None = None,
 ) -> list[dict]:
-    """Train in place on all pairs every step; log the change of chosen/rejected log-probs."""
+    """Train in place on all pairs every step; log the change of chosen/rejected log-probs
+    (and each step's loss and lr), in the history and to `sink` (--report-to)."""
     if not pairs:
         raise ArlError("DPO needs at least one (chosen, rejected) pair")
     chosen, rejected = [c for c, _ in pairs], [r for _, r in pairs]
@@ -81,11 +84,14 @@ def dpo_train(
             record |= hook(step, model) or {}
         if step == config.steps:
             history.append(record)
+            log_record(sink, record)
             break
         loss = dpo_loss(seq[:P], seq[P:], ref[:P], ref[P:], config.beta)
         if config.nll_weight:
             loss = loss + config.nll_weight * sft_loss(logp[:P], batch.action_mask[:P])
         where = f"DPO step {step + 1}"
+        record["lr"] = float(opt.param_groups[0]["lr"])
         record["loss"], _ = optimizer_step(model, opt, loss, config.grad_clip, where)
         history.append(record)
+        log_record(sink, record)
     return history

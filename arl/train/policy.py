@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from arl.env import NAMES
 from arl.errors import ArlError
@@ -78,12 +79,16 @@ def load_any(
     device: str = "cpu",
     dtype: str = "float32",
     env: str = "bugfix",
+    **chat: Any,
 ):
-    """A `transformers` causal LM if `model` is given (arl.hf), else `load_policy(init)`."""
+    """A `transformers` causal LM if `model` is given (arl.hf; `chat`: load_hf's tool_format
+    and turn_end), else `load_policy(init)`."""
     if model:
         from arl.hf.policy import load_hf
 
-        return load_hf(model, device=device, dtype=dtype)
+        return load_hf(model, device=device, dtype=dtype, **chat)
+    if chat.get("tool_format", "words") != "words" or chat.get("turn_end"):
+        raise ArlError("--tool-format and --turn-end go with --model (TinyAgent speaks words)")
     if dtype != "float32":
         raise ArlError(f"--dtype {dtype}: TinyAgent trains in float32 (use --model for bf16)")
     from arl.hf.policy import check_device  # imports torch only; transformers lazily

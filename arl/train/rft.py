@@ -21,6 +21,7 @@ from arl.checks import check, check_seed
 from arl.env import Task, environment_of_tasks
 from arl.errors import ArlError
 from arl.eval.metrics import graded, run_policy
+from arl.logging_bridge import Sink, log_record
 from arl.losses import pg_loss, sft_loss, token_logprobs
 from arl.model import TinyAgent
 from arl.rollout import renderer_of
@@ -150,10 +151,12 @@ def expert_iteration(
     config: RFTConfig = RFTConfig(),
     hook: Hook | None = None,
     env_config=None,
+    sink: Sink | None = None,
 ) -> list[dict]:
-    """Run the rounds in place; one record per round (sample stats, kept-set diagnostics, and
-    what hook(round, model) returns after the round's fine-tuning). `env_config`: the tasks'
-    environment's config (its default when None)."""
+    """Run the rounds in place; one record per round (sample stats, kept-set diagnostics, the
+    round's lr, and what hook(round, model) returns after the round's fine-tuning), also sent
+    to `sink` at step = optimizer steps so far. `env_config`: the tasks' environment's config
+    (its default when None)."""
     rng = random.Random(config.seed)
     renderer = renderer_of(model, environment=environment_of_tasks(tasks))
     history = []
@@ -186,9 +189,11 @@ def expert_iteration(
                 data, weights = baseline_weights(samples, kept, config.filter)
             sft_train(model, data, sft, hook_every=0, weights=weights)
         record["steps"] = (r + 1) * config.steps_per_round
+        record["lr"] = config.lr  # each round's SFT: a constant rate
         if hook is not None:
             record |= hook(r, model) or {}
         history.append(record)
+        log_record(sink, record, step=record["steps"])
     return history
 
 

@@ -17,6 +17,7 @@ import torch
 from arl.batch import collate
 from arl.checks import DERIVED_SEED_MAX, check, check_seed
 from arl.errors import ArlError
+from arl.logging_bridge import Sink, log_record
 from arl.losses import AGGREGATIONS, pg_loss, sft_loss, token_logprobs
 from arl.model import TinyAgent
 from arl.train.common import Hook, hook_due, make_optimizer, optimizer_step
@@ -75,8 +76,10 @@ def sft_train(
     hook_every: int = 10,
     optimizer: torch.optim.Optimizer | None = None,
     weights: Sequence[float] | None = None,
+    sink: Sink | None = None,
 ) -> list[dict]:
-    """Train in place; returns one record per step (loss) plus whatever the hook returned.
+    """Train in place; returns one record per step (loss, and the step's learning rate lr)
+    plus whatever the hook returned; each record also goes to `sink` (--report-to).
 
     The hook runs at step 0 and then every `hook_every` steps (and after the last step).
     `weights`: one per trajectory, multiplying its tokens' terms (RFT with a group baseline
@@ -97,6 +100,7 @@ def sft_train(
         out = hook(step, model) if due else None
         if out:
             history.append({"step": step, **out})
+            log_record(sink, history[-1])
 
     run_hook(0)
     model.train()
@@ -113,7 +117,9 @@ def sft_train(
         if config.warmup_steps or config.decay != "constant":
             for group in opt.param_groups:
                 group["lr"] = scheduled_lr(step, config)
+        lr = float(opt.param_groups[0]["lr"])  # the step's, after the schedule set it
         value, _ = optimizer_step(model, opt, loss, config.grad_clip, f"SFT step {step}")
-        history.append({"step": step, "loss": value})
+        history.append({"step": step, "loss": value, "lr": lr})
+        log_record(sink, history[-1])
         run_hook(step)
     return history

@@ -1,0 +1,74 @@
+"""`arl check template PATH`: what a tokenizer's chat template does to a growing conversation
+(arl.hf.template_check computes; this module parses and prints). One line per finding, exit
+status 0; a folder that holds no tokenizer is one line and exit status 2.
+
+Also the flags that go with `--model` wherever it is taken (`add_chat_flags`): the call format
+(`--tool-format`) and the token that ends an assistant turn (`--turn-end`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+
+from arl.errors import ArlError
+from arl.hf.toolcalls import FORMATS
+
+
+def add_chat_flags(p: argparse.ArgumentParser) -> None:
+    """--tool-format / --turn-end: how a real model (--model) writes its calls and ends a turn."""
+    p.add_argument(
+        "--tool-format",
+        choices=FORMATS,
+        default="words",
+        help="--model's calls: arl's words (default), or its family's native tool calls "
+        "(qwen: <tool_call> JSON; llama: Llama 3.1's JSON) with the tools as JSON schemas",
+    )
+    p.add_argument(
+        "--turn-end",
+        metavar="TOKEN",
+        help="the token that ends --model's assistant turn (default: the one its chat template "
+        "closes a turn with, else eos; `arl check template PATH` shows it)",
+    )
+
+
+def chat_options(args: argparse.Namespace) -> dict:
+    """The chat flags' values, as arl.hf.policy.load_hf takes them (defaults where absent)."""
+    return {
+        "tool_format": getattr(args, "tool_format", "words"),
+        "turn_end": getattr(args, "turn_end", None),
+    }
+
+
+def check_chat_flags(args: argparse.Namespace) -> None:
+    """The chat flags go with --model: given without it, one line (TinyAgent speaks words)."""
+    if not getattr(args, "model", None) and chat_options(args) != chat_options(
+        argparse.Namespace()
+    ):
+        raise ArlError("--tool-format and --turn-end go with --model (TinyAgent speaks words)")
+
+
+def _check_template(args: argparse.Namespace) -> int:
+    from arl.hf.template_check import findings, inspect, load_tokenizer
+
+    report = inspect(load_tokenizer(args.path))
+    if args.json:
+        print(json.dumps(asdict(report) | {"findings": findings(report)}, indent=1))
+    else:
+        print("\n".join(findings(report)))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `check template PATH` to the `arl` parser."""
+    p = sub.add_parser("check", help="check what a real model's files do under arl")
+    what = p.add_subparsers(dest="what", required=True, parser_class=type(p))
+    t = what.add_parser(
+        "template",
+        help="is a tokenizer's chat template incremental, which token ends an assistant turn, "
+        "are earlier turns rewritten",
+    )
+    t.add_argument("path", help="a tokenizer's from_pretrained folder (local; never the hub)")
+    t.add_argument("--json", action="store_true", help="print one JSON object")
+    t.set_defaults(func=_check_template)
