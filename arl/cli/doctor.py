@@ -12,7 +12,7 @@ from dataclasses import asdict
 def finding_line(f) -> str:
     """One finding on one line."""
     if f.problem == 0:
-        return f"healthy: {f.symptom}"
+        return f"{f.rule}: {f.symptom}"  # healthy, or unjudged (too little logged)
     causes = "; ".join(f"({i}) {c}" for i, c in enumerate(f.causes, start=1))
     return f"Problem {f.problem} [{f.rule}]: {f.symptom}. Likely causes: {causes}. Check: {f.check}"
 

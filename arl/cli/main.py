@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     from arl.cli import doctor as doctor_cli
     from arl.cli import export as export_cli
     from arl.cli import gym as gym_cli
+    from arl.cli import report as report_cli
     from arl.cli import reproduce as reproduce_cli
     from arl.cli import sim as sim_cli
     from arl.cli import stats as stats_cli
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     adopt_cli.register(sub)
     check_cli.register(sub)  # `arl check template PATH`: a chat template under arl
     doctor_cli.register(sub)  # `arl doctor RUN`: Appendix B's diagnoses of a run's metrics
+    report_cli.register(sub)  # `arl report RUN`: the run's panels and findings (HTML)
     return parser
 
 

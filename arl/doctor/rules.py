@@ -83,20 +83,30 @@ def runnable(run: Run, rule: Rule) -> bool:
 
 
 def diagnose(run: Run) -> list[Finding]:
-    """Every finding the run's log supports; one "healthy" finding when none fires."""
+    """Every finding the run's log supports; one "healthy" (or "unjudged") finding when none
+    fires."""
     found = [f for r in RULES if runnable(run, r) and (f := r.fn(run)) is not None]
     return found or [healthy(run)]
 
 
+# A run is called healthy only when at least half the rules could read it: a log too short or
+# too thin to run most of them is "unjudged", never healthy by default.
+MIN_RULES_RUN = 0.5
+
+
 def healthy(run: Run) -> Finding:
-    """Problem 0: no rule fired, with what was and was not checked."""
+    """Problem 0: no rule fired, with what was and was not checked ("unjudged" when fewer
+    than half the rules could run)."""
     ran = [r.name for r in RULES if runnable(run, r)]
     gaps = [g.rule for g in unchecked(run) if not g.partial]
     steps = {s for p in run.series.values() for s, _ in p}
+    verdict = "healthy" if len(ran) >= MIN_RULES_RUN * len(RULES) else "unjudged"
     return Finding(
-        "healthy",
+        verdict,
         0,
-        f"no rule fired on {len(steps)} logged steps: {len(ran)} of {len(RULES)} rules ran "
+        f"no rule fired on {len(steps)} logged steps, but {len(ran)} of {len(RULES)} rules ran "
+        if verdict == "unjudged"
+        else f"no rule fired on {len(steps)} logged steps: {len(ran)} of {len(RULES)} rules ran "
         f"({', '.join(ran)})" + (f"; could not check {', '.join(gaps)}" if gaps else ""),
         (),
         "keep the standing panels: reward beside held-out, entropy, degenerate groups, the KL "
