@@ -20,6 +20,7 @@ from arl.checks import check_seed
 from arl.errors import ArlError
 from arl.experiments.problems import (
     adopt_demo,
+    contamination,
     distillation,
     dynamics,
     estimators,
@@ -63,6 +64,7 @@ PROBLEMS: dict[int, Problem] = {
     16: systems.PROBLEM_16,
     17: systems.PROBLEM_17,
     20: precision.PROBLEM_20,
+    23: contamination.PROBLEM_23,
     24: passk.PROBLEM_24,
     25: objective.PROBLEM_25,
     26: dynamics.PROBLEM_26,
