@@ -13,22 +13,30 @@ Every argument is independent and deterministic (its own seed), so the same argu
 the same results wherever they run. A task that fails (an exception, or a worker process
 that dies) is retried up to `retries` times, then the run stops with its error; results
 already yielded stay yielded, so the caller's resume file keeps them.
+
+On a Ray cluster (`Where(ray=ADDRESS)`) a task may run on another machine: a folder of this
+machine goes to a task as `Folder(path)` (its files travel with the task, what the task
+writes there comes back and is written here), every node must run this arl and torch (a node
+that does not refuses the task in one line), and `placed` hears which node ran each task.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from multiprocessing.pool import AsyncResult
+from pathlib import Path
 from typing import Any
 
 from arl.errors import ArlError, require
+from arl.runio import LOCK_FILE, TMP_PREFIX, atomic_write_bytes, atomic_write_json
 
 # local processes start as fresh interpreters: nothing forked from a parent holding torch state
 SPAWN = multiprocessing.get_context("spawn")
@@ -44,12 +52,31 @@ class Where:
     threads: int = 1  # torch threads per task (one core per task)
 
 
+@dataclass(frozen=True)
+class Folder:
+    """A folder of this machine, as a task's argument (the task gets its path as a str).
+
+    A task on another Ray node works in a node-local copy: the folder's files (if any) travel
+    with it, and the files it writes or deletes there are written or deleted here before its
+    result is yielded. A relative path stays the same string (the task runs from the copy's
+    root, or from this process's working directory on this machine)."""
+
+    path: str
+
+
+Placed = Callable[[tuple, dict], None]  # (args, {"node": Ray node id, "ip": its address})
+
+
 def run_many(
-    fn: Callable[..., Any], args: Sequence[tuple], where: Where = Where()
+    fn: Callable[..., Any],
+    args: Sequence[tuple],
+    where: Where = Where(),
+    placed: Placed | None = None,
 ) -> Iterator[tuple[tuple, Any]]:
-    """Yield (args, fn(*args)) for every args tuple, in the order they finish."""
+    """Yield (args, fn(*args)) for every args tuple, in the order they finish; on Ray,
+    placed(args, node) first hears where each ran."""
     if where.ray is not None:
-        yield from _on_ray(fn, args, where)
+        yield from _on_ray(fn, args, where, placed)
     elif where.workers <= 1 or len(args) <= 1:
         for a in args:
             yield a, _retrying(fn, a, where.retries)
@@ -60,7 +87,7 @@ def run_many(
 def _retrying(fn, a, retries):
     for attempt in range(retries + 1):
         try:
-            return fn(*a)
+            return fn(*_here(a))
         except ArlError:
             raise  # bad input: a rerun gives the same error
         except Exception:
@@ -73,7 +100,12 @@ def _with_threads(threads: int, fn, *a):
     import torch
 
     torch.set_num_threads(threads)
-    return fn(*a)
+    return fn(*_here(a))
+
+
+def _here(a: tuple) -> tuple:
+    """The arguments of a task on this machine: each Folder as its path."""
+    return tuple(x.path if isinstance(x, Folder) else x for x in a)
 
 
 def _in_processes(fn, args, where: Where):
@@ -166,8 +198,8 @@ def init_ray(address: str | None, num_cpus: int | None = None):
     if not ray.is_initialized():
         # log_to_driver: the tasks' progress lines (stderr) reach this terminal, prefixed
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
-        if address in (None, "local"):
-            kw["num_cpus"] = num_cpus or os.cpu_count()
+        if address in (None, "local"):  # "local": a new Ray here, even if one was started
+            kw |= {"address": "local", "num_cpus": num_cpus or os.cpu_count()}  # (ray start)
         else:
             kw["address"] = address
         try:
@@ -177,16 +209,180 @@ def init_ray(address: str | None, num_cpus: int | None = None):
     return ray
 
 
-def _on_ray(fn, args, where: Where):
+def _on_ray(fn, args, where: Where, placed: Placed | None):
+    """Each task on the cluster; a node lost with tasks on it costs Ray a rerun of those
+    tasks elsewhere (max_retries), never the tasks already yielded."""
     ray = init_ray(where.ray, where.workers if where.workers > 1 else None)
-    remote = ray.remote(num_cpus=1, max_retries=where.retries, retry_exceptions=True)(_with_threads)
-    running = {remote.remote(where.threads, fn, *a): a for a in args}
+    remote = ray.remote(num_cpus=1, max_retries=where.retries, retry_exceptions=True)(_on_node)
+    origin = _origin(ray, where)
+    running = {remote.remote(origin, fn, *(_packed(x) for x in a)): a for a in args}
     while running:
         ready, _ = ray.wait(list(running), num_returns=1)
         a = running.pop(ready[0])
         try:
-            result = ray.get(ready[0])
+            done: _Done = ray.get(ready[0])
         except ray.exceptions.RayTaskError as e:
             cause = e.cause if isinstance(getattr(e, "cause", None), Exception) else e
             raise cause from None
-        yield a, result
+        if done.refused is not None:
+            raise done.refused  # bad input (or a node of another arl): a rerun would repeat it
+        for path, changed, gone in done.back:
+            _write_back(Path(path), changed, gone)
+        if placed is not None:
+            placed(a, {"node": done.node, "ip": done.ip})
+        yield a, done.result
+
+
+class Placements:
+    """Which Ray node ran each task, `{key: {"node": id, "ip": address}}` in a JSON file
+    written as each finishes (the `placed` of run_many). Kept apart from the results, which
+    are the same wherever a task ran: a results file stays identical across placements, and
+    a resumed run keeps the nodes of the tasks it read back."""
+
+    def __init__(self, path: Path, key: Callable[[tuple], Any]):
+        self.path, self.key = Path(path), key
+        try:
+            self.nodes = dict(json.loads(self.path.read_text()))
+        except (OSError, ValueError, TypeError):
+            self.nodes = {}  # none yet (or unreadable): provenance only, never an error
+
+    def __call__(self, a: tuple, node: dict) -> None:
+        self.nodes[str(self.key(a))] = node
+        atomic_write_json(self.path, dict(sorted(self.nodes.items())))
+
+    def line(self, key: Any) -> str:
+        """' on node 1a2b3c4d (10.0.0.2)' for a task placed on Ray, else ''."""
+        node = self.nodes.get(str(key))
+        return f" on node {node['node'][:8]} ({node['ip']})" if node else ""
+
+
+# --- a task on a Ray node: versions checked, folders copied in and out --------------------
+
+
+@dataclass(frozen=True)
+class _Origin:
+    """What a task needs to know of the driver (the process that submitted it)."""
+
+    node: str  # its Ray node id ("" under Ray Client: no node is the driver's machine)
+    cwd: str  # its working directory: relative paths name files there
+    versions: tuple[str, str]  # its (arl, torch) versions: every node must run the same
+    threads: int
+
+
+@dataclass(frozen=True)
+class _Shipped:
+    """A Folder with its files, as a task receives it."""
+
+    path: str
+    files: tuple[tuple[str, bytes], ...]  # (path relative to the folder, contents)
+
+
+@dataclass(frozen=True)
+class _Done:
+    """What a task sends back: where it ran, its result (or its refusal), its folders' news."""
+
+    node: str
+    ip: str
+    result: Any = None
+    refused: ArlError | None = None
+    back: tuple = ()  # (folder path, ((relative path, bytes), ...) written, (rel, ...) deleted)
+
+
+def versions() -> tuple[str, str]:
+    """(arl, torch) versions: a node with others could compute other numbers."""
+    import torch
+
+    import arl
+
+    return arl.__version__, torch.__version__
+
+
+def _origin(ray, where: Where) -> _Origin:
+    client = str(where.ray).startswith("ray://")  # the driver's machine is not in the cluster
+    node = "" if client else ray.get_runtime_context().get_node_id()
+    return _Origin(node, os.getcwd(), versions(), where.threads)
+
+
+def _packed(x):
+    """A Folder as a task receives it: with its files, read here."""
+    return _Shipped(x.path, tuple(_files(Path(x.path)).items())) if isinstance(x, Folder) else x
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """A folder's files (path relative to it -> contents), but its lock and temp files: they
+    belong to the processes of one machine."""
+    found = [p for p in sorted(root.rglob("*")) if p.is_file()] if root.is_dir() else []
+    kept = [p for p in found if p.name != LOCK_FILE and not p.name.startswith(TMP_PREFIX)]
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in kept}
+
+
+def _on_node(origin: _Origin, fn, *a) -> _Done:
+    """Run fn on this node: on the driver's machine from its working directory, elsewhere in
+    a fresh folder holding copies of its Folders (sent back changed), torch on `threads`."""
+    import shutil
+    import tempfile
+
+    import ray
+    import torch
+
+    node, ip = ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+    if versions() != origin.versions:
+        mine, theirs = ("arl {} with torch {}".format(*v) for v in (versions(), origin.versions))
+        why = f"node {node[:8]} ({ip}) runs {mine}, the driver {theirs}"
+        return _Done(node, ip, refused=ArlError(f"{why}: install the same on every node"))
+    torch.set_num_threads(origin.threads)
+    home = node == origin.node
+    root = origin.cwd if home else tempfile.mkdtemp(prefix="arl-task-")
+    before = os.getcwd()
+    try:
+        os.chdir(root)
+        here = tuple(_unpacked(x, home) for x in a)
+        try:
+            result = fn(*here)
+        except ArlError as e:
+            return _Done(node, ip, refused=e)
+        pairs = [] if home else zip(a, here, strict=True)
+        back = tuple(_news(x, y) for x, y in pairs if isinstance(x, _Shipped))
+        return _Done(node, ip, result=result, back=back)
+    finally:
+        os.chdir(before)
+        if not home:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _unpacked(x, home: bool):
+    """A task's argument on its node: a shipped folder as a path (away: its copy, written)."""
+    if not isinstance(x, _Shipped):
+        return x
+    if home:
+        return x.path
+    local = x.path.lstrip("/") if os.path.isabs(x.path) else x.path  # inside the task's folder
+    for rel, data in x.files:
+        (Path(local) / rel).parent.mkdir(parents=True, exist_ok=True)
+        (Path(local) / rel).write_bytes(data)
+    return os.path.abspath(local) if os.path.isabs(x.path) else local
+
+
+def _news(x: _Shipped, local: str) -> tuple:
+    """(folder, written, deleted): what the task changed in its copy of the folder (deleted:
+    files, then the folders it removed, deepest first)."""
+    root, sent = Path(local), dict(x.files)
+    now = _files(root)
+    written = tuple((rel, data) for rel, data in now.items() if sent.get(rel) != data)
+    held = {str(q) for rel in sent for q in Path(rel).parents if str(q) != "."}
+    dirs = sorted((d for d in held if not (root / d).is_dir()), key=len, reverse=True)
+    return x.path, written, (*(rel for rel in sent if rel not in now), *dirs)
+
+
+def _write_back(root: Path, written, gone) -> None:
+    """Apply a task's changes to its folder here: files written atomically, deleted files
+    and folders deleted (a folder only if nothing is left in it)."""
+    for rel in gone:
+        p = root / rel
+        if p.is_dir():
+            with suppress(OSError):
+                p.rmdir()
+        else:
+            p.unlink(missing_ok=True)
+    for rel, data in written:
+        atomic_write_bytes(root / rel, data)

@@ -18,7 +18,7 @@ from arl.experiments.ch15 import Ch15Config, run_seed
 from arl.experiments.ch15_figures import draw_figures
 from arl.experiments.ch15_summary import aggregate, cost_table, markdown
 from arl.experiments.ch15_table import rows
-from arl.parallel import Where, run_many
+from arl.parallel import Folder, Placements, Where, run_many
 from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, plain
 
 
@@ -27,7 +27,7 @@ def _settings(cfg: Ch15Config, quick: bool) -> dict:
     return plain({"config": asdict(cfg), "quick": quick})
 
 
-OWNED = ("results.json", "results.partial.json", "table.md", "*.png", "checkpoints")
+OWNED = ("results.json", "results.partial.json", "table.md", "*.png", "checkpoints", "nodes.json")
 
 
 def resume_state(out: Path, cfg: Ch15Config, quick: bool) -> dict[int, dict]:
@@ -89,7 +89,9 @@ def _run_seeds(cfg, seeds, out, quick, where: Where, log) -> dict:
     todo = [s for s in seeds if s not in done]
     if set(done) & set(seeds):
         log(f"resuming: seeds {sorted(set(done) & set(seeds))} already done in {out}")
-    ckpt = lambda seed: str(out / "checkpoints") if seed == seeds[0] else ""  # noqa: E731
+    # the first seed's checkpoints: a Folder of this machine, wherever the seed runs
+    ckpt = lambda seed: Folder(str(out / "checkpoints")) if seed == seeds[0] else ""  # noqa: E731
+    nodes = Placements(out / "nodes.json", key=lambda job: job[1])  # on Ray: seed -> node
 
     def finished(R: dict) -> None:
         done[R["seed"]] = R
@@ -97,13 +99,13 @@ def _run_seeds(cfg, seeds, out, quick, where: Where, log) -> dict:
         atomic_write_json(out / "results.partial.json", {**_settings(cfg, quick), "runs": runs})
         log(
             f"seed {R['seed']} done in {sum(R['timings_s'].values()):.0f} s "
-            f"({len(set(done) & set(seeds))}/{len(seeds)})"
+            f"({len(set(done) & set(seeds))}/{len(seeds)}){nodes.line(R['seed'])}"
         )
 
     # one seed left and two cores for it: its DPO runs in a second process (same results)
     apart = where.ray is None and where.workers >= 2 and len(todo) == 1
     jobs = [(cfg, seed, ckpt(seed), apart) for seed in todo]
-    for _, R in run_many(run_seed, jobs, where):
+    for _, R in run_many(run_seed, jobs, where, nodes):
         finished(R)  # as each seed finishes: a kill loses only the seeds in flight
     payload = write_outputs(
         out, {**_settings(cfg, quick), "seeds": seeds, "runs": [done[s] for s in seeds]}

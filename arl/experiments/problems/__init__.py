@@ -44,7 +44,7 @@ from arl.experiments.problems.common import (
     num,
     verdict_line,
 )
-from arl.parallel import Where, run_many
+from arl.parallel import Placements, Where, run_many
 from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, plain
 
 PROBLEMS: dict[int, Problem] = {
@@ -73,7 +73,7 @@ PROBLEMS: dict[int, Problem] = {
     29: distillation.PROBLEM_29,
     30: adopt_demo.PROBLEM_30,
 }
-OWNED = ("results.json", "results.partial.json", "problem-*.png")
+OWNED = ("results.json", "results.partial.json", "problem-*.png", "nodes.json")
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class Registry:
     @property
     def owned(self) -> tuple[str, ...]:
         """The files a run of this kind writes in its folder (problems: OWNED)."""
-        return ("results.json", "results.partial.json", f"{self.kind}-*.png")
+        return ("results.json", "results.partial.json", f"{self.kind}-*.png", "nodes.json")
 
     def figure(self, number: int) -> str:
         return f"{self.kind}-{number}.png"
@@ -220,14 +220,15 @@ def run(
             log(f"{kind} {number}: seeds {sorted(set(seeds) - set(todo))} already done")
         # problems keep their 3-argument jobs (measure_seed(number, quick, seed))
         jobs = [(number, quick, s) + (() if kind == "problem" else (kind,)) for s in todo]
-        for job, r in run_many(measure_seed, jobs, where or Where()):
+        nodes = Placements(out / "nodes.json", key=lambda job: job[2])  # on Ray: seed -> node
+        for job, r in run_many(measure_seed, jobs, where or Where(), nodes):
             s = job[2]
             done[s] = plain(r, ndigits=6)  # as a resumed seed reads it back: same verdict
             partial = {**settings, "per_seed": [done[k] for k in sorted(done)]}
             atomic_write_json(out / "results.partial.json", partial)
             log(
                 f"{kind} {number}: seed {s} done in {r['seconds']:.0f} s "
-                f"({len(set(done) & set(seeds))}/{len(seeds)})"
+                f"({len(set(done) & set(seeds))}/{len(seeds)}){nodes.line(s)}"
             )
         per_seed = [done[s] for s in seeds]
         check_records(problem, per_seed, out)
