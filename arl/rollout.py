@@ -95,6 +95,7 @@ class _Episode:
             calls=tuple(tr.calls),
             reward=self.reward,
             outcome=self.outcome,
+            entropy_T=tr.entropy_T(),
         )
 
 
@@ -229,11 +230,12 @@ def rollout_batch(
             logits = full[torch.arange(B), last]  # (B, V)
         if len(fed) < B:
             logits = logits[fed]
-        tok, logp = sample(logits.cpu(), temperature, top_p, gen)  # (n_fed,), (n_fed,)
+        # (n_fed,) each: ids, their log-probs, the temperature-1 policy's entropy there
+        tok, logp, ent = sample(logits.cpu(), temperature, top_p, gen, with_entropy=True)
         pending = [[] for _ in eps]
-        for b, t, lp in zip(fed, tok.tolist(), logp.tolist(), strict=True):
+        for b, t, lp, h in zip(fed, tok.tolist(), logp.tolist(), ent.tolist(), strict=True):
             ep = eps[b]
-            ep.transcript.act(t, lp)
+            ep.transcript.act(t, lp, h)
             call_len[b] += 1
             pending[b] = [t]
             if t == end_id or call_len[b] == limit:

@@ -90,6 +90,7 @@ class Growing:
     owners: list[int]
     logps: list[float]  # the sampler's, on policy tokens; else 0
     calls: list[tuple[int, int]]  # [start, end) of each call
+    entropies: dict[int, float]  # position -> the policy's entropy there, on sampled tokens
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -99,11 +100,22 @@ class Growing:
         self.owners += owners
         self.logps += [0.0] * len(ids)
 
-    def act(self, token: int, logp: float = 0.0) -> None:
-        """One policy token, with the sampler's log-probability of it."""
+    def act(self, token: int, logp: float = 0.0, entropy: float | None = None) -> None:
+        """One policy token, with the sampler's log-probability of it and, if it was sampled,
+        the policy's temperature-1 entropy where it was sampled (None: played, not sampled)."""
+        if entropy is not None:
+            self.entropies[len(self.ids)] = entropy
         self.ids.append(token)
         self.owners.append(POLICY)
         self.logps.append(logp)
+
+    def entropy_T(self) -> tuple[float, ...] | None:
+        """The sampler's entropies aligned with ids (0 off policy tokens); None unless every
+        policy token was sampled with one (a scripted or forced token has none)."""
+        policy = [i for i, o in enumerate(self.owners) if o == POLICY]
+        if not all(i in self.entropies for i in policy):
+            return None
+        return tuple(self.entropies.get(i, 0.0) for i in range(len(self.ids)))
 
     def _call(self, n: int) -> list[int]:
         """The last `n` policy tokens are one call: record its span; return its ids."""
@@ -127,6 +139,7 @@ class Transcript(Growing):
     owners: list[int] = field(default_factory=list)
     logps: list[float] = field(default_factory=list)  # the sampler's, on policy tokens; else 0
     calls: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each call
+    entropies: dict[int, float] = field(default_factory=dict)  # on sampled tokens (Growing)
 
     @classmethod
     def begin(cls, prompt: Sequence[str], vocab: Vocab, wrap: bool = True) -> Transcript:

@@ -72,6 +72,15 @@ class Trajectory:
     ids_T, owners_T and logprobs_T are aligned; logprobs_T holds the sampler's
     log-probability of each policy token under the distribution actually sampled
     from (temperature and top-p applied), and 0.0 on every other token.
+
+    entropy_T, when the sampler recorded it (rollout_batch does), is aligned too: the entropy
+    in nats of the sampling model's temperature-1, uncut distribution at each policy token's
+    position, from the logits it sampled that token from; 0.0 on every other token. At
+    temperature != 1 or top_p < 1 it is still the temperature-1 policy's entropy, at the states
+    the tempered sampler visited, not the entropy of what was sampled. None when any policy
+    token was not sampled (a scripted episode, a forced opening, one built by hand or loaded):
+    then arl.eval.metrics.action_entropy recomputes it. It is a statistic of the model that
+    sampled the episode, when it did: not part of equality, repr or any file format.
     """
 
     task: str
@@ -81,11 +90,14 @@ class Trajectory:
     calls: tuple[tuple[int, int], ...]  # [start, end) of each policy call in ids_T
     reward: float  # the training reward (sum over steps)
     outcome: Outcome | None = field(default=None, compare=False)  # None: not an env episode
+    entropy_T: tuple[float, ...] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.ids_T)
         if len(self.owners_T) != n or len(self.logprobs_T) != n:
             raise ValueError("ids_T, owners_T and logprobs_T must have the same length")
+        if self.entropy_T is not None and len(self.entropy_T) != n:
+            raise ValueError("entropy_T must have the length of ids_T")
 
     def __len__(self) -> int:
         return len(self.ids_T)

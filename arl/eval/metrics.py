@@ -60,12 +60,22 @@ def summarize(trajs: Sequence[Trajectory]) -> dict[str, float]:
     }
 
 
-@torch.no_grad()
-def action_entropy(model: TinyAgent, trajs: Sequence[Trajectory], batch_size: int = 64):
-    """Mean next-token entropy (nats, temperature 1) on policy tokens only, and on first calls only.
+def sampler_entropy_sums(trajs: Sequence[Trajectory]) -> tuple[float, int, float, int]:
+    """Sums and counts of the sampler's recorded entropies (Trajectory.entropy_T): over every
+    policy token, and over each episode's first policy token. No forward pass."""
+    total, count, first_total, first_count = 0.0, 0, 0.0, 0
+    for tr in trajs:
+        on = [h for h, o in zip(tr.entropy_T, tr.owners_T, strict=True) if o == POLICY]
+        total, count = total + sum(on), count + len(on)
+        if on:
+            first_total, first_count = first_total + on[0], first_count + 1
+    return total, count, first_total, first_count
 
-    Returns (all action tokens, first token of each episode's first call).
-    """
+
+@torch.no_grad()
+def recomputed_entropy_sums(model: TinyAgent, trajs: Sequence[Trajectory], batch_size: int = 64):
+    """The same sums as `sampler_entropy_sums`, from a forward pass of `model` over the
+    finished episodes (for episodes the sampler did not record, or another model's)."""
     was_training = model.training
     model.eval()
     total, count, first_total, first_count = 0.0, 0, 0.0, 0
@@ -79,6 +89,28 @@ def action_entropy(model: TinyAgent, trajs: Sequence[Trajectory], batch_size: in
         first_total += float(ent[torch.arange(len(first)), first][has].sum())
         first_count += int(has.sum())
     model.train(was_training)
+    return total, count, first_total, first_count
+
+
+def action_entropy(
+    model: TinyAgent, trajs: Sequence[Trajectory], batch_size: int = 64, recompute: bool = False
+) -> tuple[float, float]:
+    """Mean next-token entropy (nats, temperature 1) on policy tokens only, and on first calls only.
+
+    Returns (all action tokens, first token of each episode's first call). Episodes that carry
+    the sampler's entropies (entropy_T: rollout_batch records them) are read, with no forward
+    pass; that is `model`'s entropy only if `model` sampled them and has not changed since.
+    The others (scripted, forced, loaded) go through a forward pass of `model`; `recompute`:
+    all of them (another model's entropy on these episodes, or the same model after training).
+    At temperature != 1 or top_p < 1 the recorded value is still the temperature-1 policy's
+    entropy, at the states the tempered sampler visited.
+    """
+    stored = [] if recompute else [t for t in trajs if t.entropy_T is not None]
+    rest = [t for t in trajs if recompute or t.entropy_T is None]
+    sums = [sampler_entropy_sums(stored)]
+    if rest:
+        sums.append(recomputed_entropy_sums(model, rest, batch_size))
+    total, count, first_total, first_count = (sum(x) for x in zip(*sums, strict=True))
     return total / max(count, 1), first_total / max(first_count, 1)
 
 

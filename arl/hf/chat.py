@@ -225,6 +225,7 @@ class ChatTranscript(Growing):
     logps: list[float]
     calls: list[tuple[int, int]] = field(default_factory=list)
     last_call: dict = field(default_factory=dict)  # the last call's assistant message
+    entropies: dict[int, float] = field(default_factory=dict)  # on sampled tokens (Growing)
 
     def end_call(self, n: int) -> TextCall:
         """The last `n` policy tokens are one call: its span; its text for the env."""
