@@ -139,13 +139,30 @@ def test_sampled_episodes_mask_exactly_the_sampled_tokens(policy):
         assert all(f'"name": "{t}"' in prompt for t in ("read", "test", "edit", "submit"))
 
 
+def test_the_native_specs_and_the_bridges_schemas_are_one_table():
+    """The native formats and the bridges (TRL, verl) render one table of tools: the same
+    specs, the same system prompt, the same argument names (a replace reaches the grammar as
+    the same text either way), `required` only where an argument is (as TRL derives it)."""
+    from arl.bridges.episode import SYSTEMS, call_text, tool_schemas
+
+    for env in ("bugfix", "codefix"):
+        assert list(toolset(env).specs) == tool_schemas(env)
+        assert toolset(env).system == SYSTEMS[env]
+    old, new = "return a\n", "return b\n"
+    native = toolset("codefix").to_text(ToolCall("replace", {"old": old, "new": new}))
+    assert native == call_text("codefix", "replace", {"old": old, "new": new})
+    read, _, edit, _ = (s["function"]["parameters"] for s in toolset("bugfix").specs)
+    assert "required" not in read and edit["required"] == ["op"]
+    assert edit["properties"]["op"]["enum"] == list(OPS)
+
+
 def test_parse_of_render_is_the_call_for_every_tool():
     calls = [ToolCall(n) for n in ("read", "test", "submit")]
     calls += [ToolCall("edit", {"op": op}) for op in OPS] + [
         ToolCall("edit", {"op": "init", "name": "total"})
     ]
     code = 'def f(xs):\n    return "a\\tb" + xs[0]  # é'
-    calls += [ToolCall("replace", {"search": code, "replace": ""})]
+    calls += [ToolCall("replace", {"old": code, "new": ""})]
     for fmt in ("qwen", "llama"):
         for call in calls:
             turn = parse_turn(fmt, render_call(fmt, call))
@@ -298,7 +315,7 @@ def test_codefix_edits_arrive_as_native_replace_calls():
         s, e = tr.calls[1]
         turn = parse_turn(fmt, rc.tokenizer.decode(list(tr.ids_T[s : e - 1])))
         edit = parse_text(rc.decode_call(tr.ids_T[s:e]).text, True)
-        assert turn.call == ToolCall("replace", {"search": edit.old, "replace": edit.new})
+        assert turn.call == ToolCall("replace", {"old": edit.old, "new": edit.new})
         assert edit.old and edit.old != edit.new
 
 

@@ -18,74 +18,17 @@ in arl's sandbox, as in every other CodeFix episode.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from arl.env import config_for, get_environment
 from arl.errors import ArlError
+from arl.hf.toolcalls import SYSTEMS, TOOLS
 from arl.types import Outcome, TextCall
 
 OVER = "error: the episode is over"  # a call after submit or after the last turn
 
 
-@dataclass(frozen=True)
-class Param:
-    """One string argument of a tool."""
-
-    name: str
-    description: str
-    required: bool = True
-
-
-@dataclass(frozen=True)
-class Tool:
-    """One tool an environment offers: its name, what it does, its string arguments."""
-
-    name: str
-    description: str
-    params: tuple[Param, ...] = ()
-
-    def schema(self) -> dict[str, Any]:
-        """The OpenAI function schema (what `apply_chat_template(tools=...)` renders)."""
-        props = {p.name: {"type": "string", "description": p.description} for p in self.params}
-        params = {"type": "object", "properties": props}
-        required = [p.name for p in self.params if p.required]
-        if required:
-            params["required"] = required
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": params},
-        }
-
-
-READ = Tool("read", "Show the source of the function or module to fix.")
-TEST = Tool("test", "Run the public tests on the current source and report how many pass.")
-SUBMIT = Tool("submit", "Submit the current source and end the episode; hidden tests grade it.")
-EDIT = Tool(
-    "edit",
-    "Apply one edit op to the function (one edit per episode).",
-    (
-        Param("op", "One of init, range, compare, minmax, div, hardcode_tests."),
-        Param("name", "The accumulator's name (only for the op init).", required=False),
-    ),
-)
-REPLACE = Tool(
-    "replace",
-    "Replace text in the module: old must occur in the file exactly once.",
-    (Param("old", "The exact old text (one or more lines)."), Param("new", "The new text.")),
-)
-
-# environment -> its tools and the system prompt a tool-calling model reads
-TOOLS: dict[str, tuple[Tool, ...]] = {
-    "bugfix": (READ, TEST, EDIT, SUBMIT),
-    "codefix": (READ, TEST, REPLACE, SUBMIT),
-}
-SYSTEMS = {
-    "bugfix": "You fix one bug in a Python function with the tools: read it, test it, apply "
-    "one edit op, then submit. Call one tool per turn.",
-    "codefix": "You fix one bug in a Python module with the tools: read it, test it, replace "
-    "text in it, then submit. Call one tool per turn.",
-}
+# the tools and system prompts: one table with the native formats (arl.hf.toolcalls)
 ENVIRONMENTS = tuple(TOOLS)
 
 

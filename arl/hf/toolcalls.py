@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arl.errors import ArlError
+from arl.gym.grammar import OPS
 
 FORMATS = ("words", "qwen", "llama")  # arl's words (the default), or a family's native calls
 PYTHON_TAG = "<|python_tag|>"
@@ -76,18 +77,85 @@ class ToolSet:
         ]
 
 
-def spec(name: str, description: str, properties: Mapping[str, dict] | None = None) -> dict:
-    """An OpenAI-style function spec (what `apply_chat_template(tools=...)` takes); every
-    property is required unless its schema says `"optional": True` (dropped from the spec)."""
-    props = {
-        k: {p: v for p, v in s.items() if p != "optional"} for k, s in (properties or {}).items()
-    }
-    required = [k for k, s in (properties or {}).items() if not s.get("optional")]
-    params = {"type": "object", "properties": props, "required": required}
-    return {
-        "type": "function",
-        "function": {"name": name, "description": description, "parameters": params},
-    }
+@dataclass(frozen=True)
+class Param:
+    """One string argument of a tool: what it holds, whether a call must give it, and the
+    values it may take (empty: any text)."""
+
+    name: str
+    description: str
+    required: bool = True
+    enum: tuple[str, ...] = ()
+
+    def schema(self) -> dict[str, Any]:
+        """The argument's JSON schema: a string, of the enum's values when it has one."""
+        enum = {"enum": list(self.enum)} if self.enum else {}
+        return {"type": "string", **enum, "description": self.description}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool an environment offers: its name, what it does, its arguments in call order."""
+
+    name: str
+    description: str
+    params: tuple[Param, ...] = ()
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI function spec (what `apply_chat_template(tools=...)` renders); `required`
+        only when an argument is, as TRL derives it from a method's docstring."""
+        props = {p.name: p.schema() for p in self.params}
+        params: dict[str, Any] = {"type": "object", "properties": props}
+        required = [p.name for p in self.params if p.required]
+        if required:
+            params["required"] = required
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": params},
+        }
+
+
+# The one table of the environments' tools, for the native formats here and for the bridges
+# (arl.bridges: TRL, verl): environment -> its tools, and the system prompt that states the task
+TOOLS: dict[str, tuple[Tool, ...]] = {
+    "bugfix": (
+        Tool("read", "Show the source of the function to fix."),
+        Tool("test", "Run the public tests on the current source; answers how many pass."),
+        Tool(
+            "edit",
+            "Apply one edit op to the function (one edit per episode).",
+            (
+                Param("op", "the edit op (init also takes the accumulator's name)", enum=OPS),
+                Param("name", "init only: the accumulator's name", required=False),
+            ),
+        ),
+        Tool("submit", "Submit the current source and end the episode; hidden tests grade it."),
+    ),
+    "codefix": (
+        Tool("read", "Show the module to fix."),
+        Tool("test", "Run the public tests on the current module; answers each test's status."),
+        Tool(
+            "replace",
+            "Replace text in the module: old must occur in it exactly once.",
+            (
+                Param("old", "the exact old text (one or more lines)"),
+                Param("new", "the new text (empty: delete)"),
+            ),
+        ),
+        Tool("submit", "Submit the current module and end the episode; hidden tests grade it."),
+    ),
+}
+SYSTEMS = {
+    "bugfix": "You fix one bug in a Python function with the tools: read it, test it, apply "
+    "one edit op, then submit. Call one tool per turn.",
+    "codefix": "You fix one bug in a Python module with the tools: read it, test it, replace "
+    "text in it, then submit. Call one tool per turn.",
+}
+
+
+def spec(name: str, description: str) -> dict:
+    """The spec of a tool without arguments (a template's probe)."""
+    return Tool(name, description).schema()
 
 
 def check_format(fmt: str) -> str:
@@ -216,32 +284,18 @@ def _bugfix_from_text(text: str) -> ToolCall | None:
     return ToolCall("edit", {"op": call.op, **({"name": call.arg} if call.arg else {})})
 
 
-def _bugfix_tools() -> ToolSet:
-    from arl.gym.grammar import OPS
+def _toolset(
+    environment: str,
+    to_text: Callable[[ToolCall], str | None],
+    from_text: Callable[[str], ToolCall | None],
+) -> ToolSet:
+    """The table's tools of `environment` with its bridge to arl's text grammar."""
+    specs = tuple(t.schema() for t in TOOLS[environment])
+    return ToolSet(SYSTEMS[environment], specs, to_text, from_text)
 
-    op = {
-        "type": "string",
-        "enum": list(OPS),
-        "description": "the edit: init sets the accumulator to 0, range drops a `- 1` from a "
-        "range, compare makes a comparison inclusive, minmax swaps min and max, div makes // "
-        "a true division, hardcode_tests special-cases the public tests",
-    }
-    name = {"type": "string", "description": "init only: the accumulator's name", "optional": True}
-    return ToolSet(
-        system="You fix one bug in a Python function with tools. One tool call per turn.",
-        specs=(
-            spec("read", "Show the function's source."),
-            spec("test", "Run the public tests; answers how many pass."),
-            spec(
-                "edit",
-                "Apply one edit to the function (one edit per episode).",
-                {"op": op, "name": name},
-            ),
-            spec("submit", "Submit the function as it is now; ends the episode."),
-        ),
-        to_text=lambda call: _words_text(call, ("op", "name")),
-        from_text=_bugfix_from_text,
-    )
+
+def _bugfix_tools() -> ToolSet:
+    return _toolset("bugfix", lambda call: _words_text(call, ("op", "name")), _bugfix_from_text)
 
 
 def _codefix_to_text(call: ToolCall) -> str | None:
@@ -250,9 +304,9 @@ def _codefix_to_text(call: ToolCall) -> str | None:
     if call.name != "replace":
         return _words_text(call, ())
     args = call.arguments
-    if set(args) != {"search", "replace"} or not all(isinstance(v, str) for v in args.values()):
+    if set(args) != {"old", "new"} or not all(isinstance(v, str) for v in args.values()):
         return None
-    return replace_text(args["search"], args["replace"])
+    return replace_text(args["old"], args["new"])
 
 
 def _codefix_from_text(text: str) -> ToolCall | None:
@@ -263,29 +317,11 @@ def _codefix_from_text(text: str) -> ToolCall | None:
         return None
     if call.tool != "replace":
         return ToolCall(call.tool)
-    return ToolCall("replace", {"search": call.old, "replace": call.new})
+    return ToolCall("replace", {"old": call.old, "new": call.new})
 
 
 def _codefix_tools() -> ToolSet:
-    text = {"type": "string"}
-    return ToolSet(
-        system="You fix one bug in a Python module with tools. One tool call per turn.",
-        specs=(
-            spec("read", "Show the module's file."),
-            spec("test", "Run the public tests; answers each test's status."),
-            spec(
-                "replace",
-                "Replace text of the file: `search` must occur in it exactly once.",
-                {
-                    "search": {**text, "description": "the exact old text (one or more lines)"},
-                    "replace": {**text, "description": "the new text (empty: delete)"},
-                },
-            ),
-            spec("submit", "Submit the file as it is now; ends the episode."),
-        ),
-        to_text=_codefix_to_text,
-        from_text=_codefix_from_text,
-    )
+    return _toolset("codefix", _codefix_to_text, _codefix_from_text)
 
 
 TOOLSETS: dict[str, Callable[[], ToolSet]] = {"bugfix": _bugfix_tools, "codefix": _codefix_tools}

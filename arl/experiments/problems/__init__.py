@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from arl.checks import check_seed
 from arl.errors import ArlError
@@ -167,6 +168,26 @@ def _read(path: Path, kind: str = "problem") -> dict:
     return saved
 
 
+def _saved_seeds(out: Path, settings: dict, kind: str = "problem") -> dict[int, dict]:
+    """The seeds already measured in `out` (results.json, then results.partial.json): seed ->
+    record; a file of another measurement, or not a run's results, is refused in one line."""
+    done: dict[int, dict] = {}
+    for name in ("results.json", "results.partial.json"):
+        if (out / name).exists():
+            saved = _read(out / name, kind)
+            if not _same_measurement(saved, settings, kind):
+                raise ArlError(
+                    f"{out / name} holds another run; choose another --out or pass --overwrite"
+                )
+            try:
+                done |= {int(r["seed"]): r for r in saved.get("per_seed", [])}
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise ArlError(
+                    f"{out / name} is not a {kind} run's results; pass --overwrite to start again"
+                ) from None
+    return done
+
+
 def run(
     number: int,
     seeds: list[int] | None = None,
@@ -195,21 +216,7 @@ def run(
     with claim_output_dir(
         out, f"reproduce {kind} {number}", reg.owned, overwrite=overwrite, reuse=not overwrite
     ):
-        done: dict[int, dict] = {}
-        for name in ("results.json", "results.partial.json"):
-            if (out / name).exists():
-                saved = _read(out / name, kind)
-                if not _same_measurement(saved, settings, kind):
-                    raise ArlError(
-                        f"{out / name} holds another run; choose another --out or pass --overwrite"
-                    )
-                try:
-                    done |= {int(r["seed"]): r for r in saved.get("per_seed", [])}
-                except (KeyError, TypeError, ValueError, AttributeError):
-                    raise ArlError(
-                        f"{out / name} is not a {kind} run's results; pass "
-                        "--overwrite to start again"
-                    ) from None
+        done = _saved_seeds(out, settings, kind)
         todo = [s for s in seeds if s not in done]
         if not todo:
             log(
@@ -339,24 +346,19 @@ def markdown(rows: list[dict], quick: bool, kind: str = "problem") -> str:
     )
 
 
-def run_all(
-    seeds: list[int],
-    quick: bool = False,
-    out: str | Path | None = None,
-    overwrite: bool = False,
-    where: Where | None = None,
-    log: Callable[[str], None] = lambda line: None,
-    kind: str = "problem",
-) -> dict:
+def run_all(seeds: list[int], out: str | Path | None = None, **opts: Any) -> dict:
     """Every problem (or exercise) in sequence (each into out/problem-N, resumable), then
-    summary.json and summary.md with one row per problem; out: runs/problems by default."""
+    summary.json and summary.md with one row per problem; out: runs/problems by default.
+    opts: `run`'s quick, overwrite, where, log and kind, the same for every problem."""
+    kind, log = opts.get("kind", "problem"), opts.get("log", lambda line: None)
     entries = registry(kind).entries
     out = Path(out or registry(kind).default_out())
     results = {}
     for n in entries:
         log(f"{kind} {n} ({list(entries).index(n) + 1}/{len(entries)})")
-        results[n] = run(n, seeds, quick, out / f"{kind}-{n}", overwrite, where, log, kind)
+        results[n] = run(n, seeds, out=out / f"{kind}-{n}", **opts)
     rows = summary_rows(results, kind)
+    quick = opts.get("quick", False)
     payload = {
         "quick": quick,
         "seeds": seeds,

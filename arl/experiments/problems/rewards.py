@@ -31,25 +31,43 @@ from arl.gym.harness import run_tests
 from arl.gym.tasks import tasks_for
 from arl.losses import group_advantages, loss_weights, token_logprobs
 
+# Each problem's arms: one short RL run per arm (name -> PGConfig overrides), same base and seed
+ARMS_7 = {
+    "public reward": {"env": {"reward": "public", "zero_exploits": False}},
+    "hidden reward + detector": {"env": {"reward": "hidden", "zero_exploits": True}},
+}
+ARMS_8 = {
+    "fraction": {"env": {"reward": "fraction"}},
+    "binary": {"env": {"reward": "hidden"}},
+    "mixed (alpha 0.1)": {"env": {"reward": "mixed", "mixed_alpha": 0.1}},
+}
+ARMS_12 = {
+    "no penalty": {"env": {"step_penalty": 0.0}},
+    "penalty 0.02 (book)": {"env": {"step_penalty": 0.02}},
+    "penalty 0.1": {"env": {"step_penalty": 0.1}},
+}
+TURNS_13 = 3  # the cold start's habit is read, edit, test, submit: 4 calls
+ARMS_13 = {
+    "truncation zero": {"env": {"truncation": "zero", "max_turns": TURNS_13}},
+    "truncation score": {"env": {"truncation": "score", "max_turns": TURNS_13}},
+}
+
 
 def _fmt(runs, key, name):
     return f"{head_mean(runs[name], key):.2f} -> {tail_mean(runs[name], key):.2f}"
 
 
+def _arms(ctx: Ctx, kind: str, arms: dict, steps: int, keys: tuple[str, ...]):
+    """Every arm run from the `kind` base; (the runs, `keys` over their first and last quarter)."""
+    runs = rl_runs(ctx, kind, arms, steps=steps)
+    return runs, first_last(runs, keys)
+
+
 def problem_7(ctx: Ctx):
     """Public-test reward opens the public-hidden gap; hidden reward + the detector does not."""
-    runs = rl_runs(
-        ctx,
-        "weak",
-        {
-            "public reward": {"env": {"reward": "public", "zero_exploits": False}},
-            "hidden reward + detector": {"env": {"reward": "hidden", "zero_exploits": True}},
-        },
-        steps=ctx.pick(40, 4),
-    )
     keys = ("public_pass_rate", "pass_rate", "public_hidden_gap", "hack_rate", "hacks_caught")
-    res = first_last(runs, keys)
-    pub, hid = "public reward", "hidden reward + detector"
+    runs, res = _arms(ctx, "weak", ARMS_7, ctx.pick(40, 4), keys)
+    pub, hid = ARMS_7
     res["effect"] = res[pub]["public_hidden_gap"]["last"] - res[hid]["public_hidden_gap"]["last"]
     conclusion = (
         f"from the weak base, public-test reward: gap {_fmt(runs, 'public_hidden_gap', pub)}, "
@@ -64,18 +82,8 @@ def problem_7(ctx: Ctx):
 
 def problem_8(ctx: Ctx):
     """Partial credit (fraction of hidden tests) against binary and mixed rewards."""
-    runs = rl_runs(
-        ctx,
-        "weak",
-        {
-            "fraction": {"env": {"reward": "fraction"}},
-            "binary": {"env": {"reward": "hidden"}},
-            "mixed (alpha 0.1)": {"env": {"reward": "mixed", "mixed_alpha": 0.1}},
-        },
-        steps=ctx.pick(40, 4),
-    )
     keys = ("reward", "pass_rate", "hidden_fraction", "immediate_submit_frac")
-    res = first_last(runs, keys)
+    runs, res = _arms(ctx, "weak", ARMS_8, ctx.pick(40, 4), keys)
     frac_solve = tail_mean(runs["fraction"], "pass_rate")
     bin_solve = tail_mean(runs["binary"], "pass_rate")
     train = tasks_for("train")
@@ -184,18 +192,8 @@ def _z(diff: float, se: float) -> float:
 
 def problem_12(ctx: Ctx):
     """A per-turn step penalty teaches immediate submission; without it, it does not."""
-    runs = rl_runs(
-        ctx,
-        "weak",
-        {
-            "no penalty": {"env": {"step_penalty": 0.0}},
-            "penalty 0.02 (book)": {"env": {"step_penalty": 0.02}},
-            "penalty 0.1": {"env": {"step_penalty": 0.1}},
-        },
-        steps=ctx.pick(25, 4),
-    )
     keys = ("immediate_submit_frac", "pass_rate", "mean_turns", "reward")
-    res = first_last(runs, keys)
+    runs, res = _arms(ctx, "weak", ARMS_12, ctx.pick(25, 4), keys)
     res["break_even_success_rate"] = {
         "0.02": "a 4-turn attempt beats submit-at-once only if it succeeds > 0.06",
         "0.1": "a 4-turn attempt beats submit-at-once only if it succeeds > 0.30",
@@ -217,20 +215,10 @@ def problem_12(ctx: Ctx):
 
 def problem_13(ctx: Ctx):
     """Truncation scored 0 against the final state scored, with a budget below the habit."""
-    turns = 3  # the cold start's habit is read, edit, test, submit: 4 calls
-    runs = rl_runs(
-        ctx,
-        "cold",
-        {
-            "truncation zero": {"env": {"truncation": "zero", "max_turns": turns}},
-            "truncation score": {"env": {"truncation": "score", "max_turns": turns}},
-        },
-        steps=ctx.pick(25, 4),
-    )
     keys = ("truncated_frac", "final_state_pass", "pass_rate", "reward", "degenerate_frac")
-    res = first_last(runs, keys)
-    res["max_turns"] = turns
-    z, s = "truncation zero", "truncation score"
+    runs, res = _arms(ctx, "cold", ARMS_13, ctx.pick(25, 4), keys)
+    turns = res["max_turns"] = TURNS_13
+    z, s = ARMS_13
     res["effect"] = res[z]["degenerate_frac"]["last"] - res[s]["degenerate_frac"]["last"]
     zero_silent = max(series(runs[z], "reward")) == 0
     conclusion = (
