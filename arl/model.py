@@ -53,55 +53,79 @@ SHAPE_LIMITS = {
 
 
 class KVCache:
-    """Per-layer keys and values for B rows, and how many positions each row holds.
+    """Per-layer keys and values of B rows, preallocated, and how many positions each row holds.
 
-    The buffers start short and double in length when a row needs more room (never
-    past block_size): zeroing block_size slots for every row up front cost more than
-    decoding a whole batch of short episodes. Slots past a row's length hold zeros or
-    stale values and are never attended to.
+    Each layer's buffers are (B, nh, capacity, hs), made by torch.empty: nothing is written up
+    front (zeroing block_size slots for every row cost more than decoding a whole batch of
+    short episodes) and the pages past the longest row are never touched. A token's key and
+    value are written in place at its position. Slot t is zeroed for every row the first time
+    some row reaches it (`ready`): a row shorter than the longest then reads zeros in its
+    masked slots, never uninitialized memory (0 * NaN would poison the attention output).
     """
 
-    def __init__(self, config: TinyAgentConfig, batch_size: int, device=None, dtype=None):
+    def __init__(
+        self,
+        config: TinyAgentConfig,
+        batch_size: int,
+        device=None,
+        dtype=None,
+        capacity: int | None = None,
+    ):
         hs = config.n_embd // config.n_head
-        shape = (batch_size, config.n_head, min(64, config.block_size), hs)
-        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
-        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        cap = config.block_size if capacity is None else min(capacity, config.block_size)
+        shape = (batch_size, config.n_head, cap, hs)
+        self.k = [torch.empty(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        self.v = [torch.empty(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)  # (B,)
         self.block_size = config.block_size
+        self.ready = 0  # slots [0, ready) hold zeros or written keys/values in every row
 
     @property
     def capacity(self) -> int:
         return self.k[0].size(2)
 
     def reserve(self, n: int) -> None:
-        """Make room for n positions per row, at least doubling the buffers when they grow."""
-        if n <= self.capacity:
-            return
-        new = min(max(n, 2 * self.capacity), self.block_size)
-        for bufs in (self.k, self.v):
-            for i, old in enumerate(bufs):
-                B, nh, T, hs = old.shape
-                bufs[i] = torch.cat([old, old.new_zeros(B, nh, new - T, hs)], dim=2)
+        """Make the first n slots readable in every row (zero those never reached), or fail."""
+        if n > self.capacity:
+            what = "block_size" if self.capacity == self.block_size else "the cache's capacity"
+            raise ArlError(f"episode exceeds {what} {self.capacity}")
+        if n > self.ready:
+            for buf in (*self.k, *self.v):
+                buf[:, :, self.ready : n].zero_()
+            self.ready = n
 
 
 @dataclass(frozen=True)
 class Append:
-    """Where the tokens of one `extend` call go, shared by every layer.
+    """Where the N new tokens of one `extend` call go, shared by every layer.
 
-    The N new tokens are either all of a (B, S) block (every row appends S tokens) or,
-    when rows append different numbers, only the real ones, packed into (N, C): then
-    the MLPs and projections never run on padding, which at batch 64 was over half
-    of the tokens. Attention alone needs the (B, S) layout, so it unpacks the queries.
+    Only the real tokens run through the model, packed row after row as (N, C): rows that
+    append fewer tokens than the longest add no padding to the MLPs and projections, and rows
+    that append none take no part at all. Attention alone needs a block: the queries of the
+    A active rows as (A, S), scattered unless every active row appends exactly S (`dense`).
     """
 
-    rows: torch.Tensor  # (N,) the row of each new token
-    cols: torch.Tensor  # (N,) its index among the row's new tokens
-    slots: torch.Tensor  # (N,) its position, which is also its slot in the cache
-    mask: torch.Tensor | None  # (B, 1, S, T_k) query (b, s) may attend slot t; None: all may
-    T_k: int  # slots in use after the append (the longest row)
-    B: int
+    write: torch.Tensor  # (N * nh,) each (token, head)'s row in a buffer viewed (B*nh*T, hs)
+    active: torch.Tensor | None  # (A,) the rows that append; None: all B rows, in order
+    qrow: torch.Tensor  # (N,) each token's index among the active rows
+    cols: torch.Tensor  # (N,) its index among its row's new tokens
+    mask: torch.Tensor | None  # (A, 1, S, T_k) 0 where a query may attend, else -inf
+    T_k: int  # slots attended: the longest active row after the append
+    A: int
     S: int
-    packed: bool  # x is (N, C), only the real tokens; else (B, S, C)
+    dense: bool  # the N tokens are all of an (A, S) block, row-major
+
+
+def attention(q, k, v, bias):
+    """softmax(q k^T / sqrt(hs) + bias) v: (A, nh, S, hs) queries, (A, nh, T, hs) keys and
+    values, bias (A, 1, S, T) 0 or -inf (None: no mask). One query per row (S 1) is a
+    matrix-vector product per head, where two batched matmuls took half of SDPA's time."""
+    if q.size(2) > 1:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    att = torch.matmul(q, k.transpose(-2, -1)).mul_(1.0 / math.sqrt(q.size(-1)))  # (A,nh,1,T)
+    if bias is not None:
+        att.add_(bias)
+    return torch.matmul(att.softmax(-1), v)  # (A, nh, 1, hs)
 
 
 class CausalSelfAttention(nn.Module):
@@ -113,33 +137,35 @@ class CausalSelfAttention(nn.Module):
         self.n_head, self.n_embd, self.dropout = config.n_head, config.n_embd, config.dropout
 
     def forward(self, x, cache: KVCache | None = None, layer: int = 0, at: Append | None = None):
-        if cache is None:  # a whole (B, T) sequence: causal attention within it
-            B, T, C = x.size()
-            q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-            q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-            k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-            v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-            y = F.scaled_dot_product_attention(
-                q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
-            )
-            y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
-            return self.resid_dropout(self.c_proj(y))
-        # new tokens: write their keys and values at their slots, attend to the cache
-        B, S, C, nh = at.B, at.S, self.n_embd, self.n_head
-        q, k, v = self.c_attn(x).split(C, dim=-1)  # (B, S, C) or (N, C) each
-        cache.k[layer][at.rows, :, at.slots] = k.reshape(-1, nh, C // nh)  # (N, nh, hs)
-        cache.v[layer][at.rows, :, at.slots] = v.reshape(-1, nh, C // nh)
-        if at.packed:  # queries back into (B, S); padding queries are zeros, their output unused
-            q_pad = q.new_zeros(B, S, C)
-            q_pad[at.rows, at.cols] = q
-            q = q_pad
-        k_all = cache.k[layer][:, :, : at.T_k]  # (B, nh, T_k, hs)
-        v_all = cache.v[layer][:, :, : at.T_k]
-        q = q.view(B, S, nh, C // nh).transpose(1, 2)  # (B, nh, S, hs)
-        y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=at.mask)  # (B, nh, S, hs)
-        y = y.transpose(1, 2)  # (B, S, nh, hs)
-        y = y[at.rows, at.cols].view(-1, C) if at.packed else y.contiguous().view(B, S, C)
+        if cache is not None:
+            return self.resid_dropout(self.c_proj(self.extend(x, cache, layer, at)))
+        B, T, C = x.size()  # a whole (B, T) sequence: causal attention within it
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        y = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
+        )
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
+
+    def extend(self, x, cache: KVCache, layer: int, at: Append) -> torch.Tensor:
+        """(N, C) new tokens: write their keys and values in place, attend to the filled prefix."""
+        N, C = x.shape
+        nh, hs, A, S, T_k = self.n_head, C // self.n_head, at.A, at.S, at.T_k
+        q, k, v = self.c_attn(x).split(C, dim=-1)  # (N, C) each
+        kb, vb = cache.k[layer], cache.v[layer]  # (B, nh, T, hs)
+        kb.view(-1, hs).index_copy_(0, at.write, k.reshape(N * nh, hs))
+        vb.view(-1, hs).index_copy_(0, at.write, v.reshape(N * nh, hs))
+        keys, values = kb[:, :, :T_k], vb[:, :, :T_k]  # (B, nh, T_k, hs) views
+        if at.active is not None:  # only the rows that append: a copy of theirs
+            keys, values = keys.index_select(0, at.active), values.index_select(0, at.active)
+        if not at.dense:  # queries into (A, S); padding queries are zeros, their output unused
+            q = q.new_zeros(A, S, C).index_put_((at.qrow, at.cols), q)
+        y = attention(q.view(A, S, nh, hs).transpose(1, 2), keys, values, at.mask)
+        y = y.transpose(1, 2)  # (A, S, nh, hs)
+        return y.reshape(N, C) if at.dense else y[at.qrow, at.cols].reshape(N, C)
 
 
 class MLP(nn.Module):
@@ -209,47 +235,63 @@ class TinyAgent(nn.Module):
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
         return logits, loss
 
-    def new_cache(self, batch_size: int) -> KVCache:
+    def new_cache(self, batch_size: int, capacity: int | None = None) -> KVCache:
+        """An empty KV cache of batch_size rows, each up to `capacity` (block_size) tokens."""
         p = self.lm_head.weight
-        return KVCache(self.config, batch_size, device=p.device, dtype=p.dtype)
+        return KVCache(self.config, batch_size, p.device, p.dtype, capacity)
 
     def extend(self, ids: torch.Tensor, n_new: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """Append n_new[b] of the (B, S) ids to row b of the cache; logits after its last one.
 
-        Rows with n_new 0 are left unchanged (their returned logits are meaningless).
+        Rows with n_new 0 are left unchanged and take no part (their logits are zeros).
         Returns (B, V).
         """
         B, S = ids.size()
-        start = cache.lengths  # (B,)
-        end = start + n_new  # (B,)
-        T_k = int(end.max())
-        if T_k > cache.block_size:
-            raise ArlError(f"episode exceeds block_size {cache.block_size}")
-        cache.reserve(T_k)
-        offs = torch.arange(S, device=ids.device)  # (S,)
-        pos = start[:, None] + offs[None, :]  # (B, S) absolute positions
-        mask = torch.arange(T_k, device=ids.device)[None, None, :] <= pos[:, :, None]  # (B, S, T_k)
-        mask = mask[:, None]  # (B, 1, S, T_k)
-        if B == 1 and S == 1:  # one query after every slot: nothing to mask (a faster kernel)
-            mask = None
-        if bool((n_new == S).all()):  # every row appends S tokens: no padding to skip
-            rows = torch.arange(B, device=ids.device).repeat_interleave(S)  # (B*S,)
-            cols = offs.repeat(B)  # (B*S,)
-            at = Append(rows, cols, pos.view(-1), mask, T_k, B, S, packed=False)
-            x = self.wte(ids) + self.wpe(pos)  # (B, S, C)
-        else:  # ragged: run only the real tokens, packed row after row
-            rows, cols = (offs[None, :] < n_new[:, None]).nonzero(as_tuple=True)  # (N,), (N,)
-            if rows.numel() == 0:  # nothing to append: the cache is unchanged
-                return self.lm_head.weight.new_zeros(B, self.config.vocab_size)
-            at = Append(rows, cols, pos[rows, cols], mask, T_k, B, S, packed=True)
-            x = self.wte(ids[rows, cols]) + self.wpe(at.slots)  # (N, C)
+        plan = plan_append(n_new, S, cache, self.config.n_head)
+        if plan is None:  # nothing to append: the cache is unchanged
+            return self.lm_head.weight.new_zeros(B, self.config.vocab_size)
+        at, rows, cols, slots, last = plan
+        tokens = ids.reshape(-1) if at.dense and at.active is None else ids[rows, cols]  # (N,)
+        x = self.drop(self.wte(tokens) + self.wpe(slots))  # (N, C)
         for layer, block in enumerate(self.h):
             x = block(x, cache, layer, at)
-        # the hidden state after each row's last new token (rows appending none: any row)
-        if at.packed:
-            last = (n_new.cumsum(0) - 1).clamp(min=0)  # (B,) index into the packed tokens
-            x_last = x[last]  # (B, C)
-        else:
-            x_last = x[:, -1]  # (B, C)
-        cache.lengths = end
-        return self.lm_head(self.ln_f(x_last))  # (B, V)
+        cache.lengths = cache.lengths + n_new
+        logits = self.lm_head(self.ln_f(x[last]))  # (A, V) after each active row's last token
+        if at.active is None:
+            return logits
+        return logits.new_zeros(B, logits.size(1)).index_copy_(0, at.active, logits)  # (B, V)
+
+
+def plan_append(n_new: torch.Tensor, S: int, cache: KVCache, n_head: int):
+    """Where the new tokens of (B,) n_new go: the Append every layer reads, and each token's
+    row, column (in the (B, S) ids) and slot, and each active row's last token among the N.
+    None when no row appends. Raises ArlError past the cache's capacity."""
+    dev, B = n_new.device, n_new.numel()
+    live = n_new > 0  # (B,)
+    A = int(live.sum())
+    if A == 0:
+        return None
+    active = None if A == B else live.nonzero().squeeze(1)  # (A,)
+    n_a = n_new if active is None else n_new[active]  # (A,)
+    start = cache.lengths if active is None else cache.lengths[active]  # (A,)
+    end = start + n_a  # (A,)
+    T_k = int(end.max())
+    cache.reserve(T_k)
+    dense = bool((n_a == S).all())
+    offs = torch.arange(S, device=dev)  # (S,)
+    if dense:  # every active row appends S tokens: (A, S) row-major
+        qrow, cols = torch.arange(A, device=dev).repeat_interleave(S), offs.repeat(A)  # (N,)
+    else:
+        qrow, cols = (offs[None, :] < n_a[:, None]).nonzero(as_tuple=True)  # (N,), (N,)
+    rows = qrow if active is None else active[qrow]  # (N,) rows of the cache
+    slots = start[qrow] + cols  # (N,) each token's position, which is its slot
+    heads = torch.arange(n_head, device=dev)  # (nh,)
+    write = (((rows * n_head)[:, None] + heads) * cache.capacity + slots[:, None]).view(-1)
+    if S == 1 and bool((end == T_k).all()):  # one query per row, after every slot
+        mask = None
+    else:  # query (a, s) at position start[a] + s sees the slots up to it
+        qpos = start[:, None] + offs  # (A, S)
+        seen = torch.arange(T_k, device=dev) <= qpos[:, :, None]  # (A, S, T_k)
+        mask = torch.zeros(seen.shape, device=dev).masked_fill_(~seen, float("-inf"))[:, None]
+    at = Append(write, active, qrow, cols, mask, T_k, A, S, dense)
+    return at, rows, cols, slots, n_a.cumsum(0) - 1

@@ -18,6 +18,9 @@ Two policies: TinyAgent (untrained, or the cold-start checkpoint with real reads
 its own export as a `transformers` GPT-2 (`arl.export`, the same logits); and the tiny
 random Qwen2 of `arl.hf.tiny` through `arl.hf.HFPolicy` against the same model in the HF
 loops. Ragged lengths are the gym's own: listings of 20-40 words, short tool answers.
+Every loop ends an episode at the same point (the env's end, or a full context). Times are
+this process's CPU time by default (one thread: its own work, robust to a loaded machine);
+--clock wall for wall time. Both policies, both HF loops, batch 1 and 64: one run, one table.
 
     python benchmarks/multiturn.py                 # batch 1 and 64, a few minutes
     python benchmarks/multiturn.py --quick         # smoke run
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -42,17 +46,20 @@ from arl.rollout import rollout_batch  # noqa: E402
 
 
 @torch.inference_mode()
-def hf_loop(lm, renderer, tasks, seed: int, reuse_cache: bool, pad_id: int) -> list[int]:
-    """Play one episode per task with one `generate` call per turn; returns tokens per episode."""
+def hf_loop(lm, renderer, tasks, seed: int, reuse_cache: bool, pad_id: int, block: int):
+    """Play one episode per task with one `generate` call per turn; returns tokens per episode.
+    An episode ends where ours does: at the env's end, or when the next observation and one
+    more call would not fit in `block` tokens."""
     config = EnvConfig()
     limit = renderer.call_limit(config)
+    room = block - limit
     torch.manual_seed(seed)
     envs, trs = [], []
     for k, t in enumerate(tasks):
         env = BugFixEnv(t, config)
-        env.reset(seed=episode_seed(seed, k))
+        prompt, _ = env.reset(seed=episode_seed(seed, k))
         envs.append(env)
-        trs.append(renderer.begin(t.name))
+        trs.append(renderer.begin(prompt))
     live = list(range(len(tasks)))
     new = [list(tr.ids) for tr in trs]  # tokens not yet in the cache
     past, mask, prev_ids = None, None, None  # the cache, its (B_live, T) mask and ids
@@ -93,7 +100,8 @@ def hf_loop(lm, renderer, tasks, seed: int, reuse_cache: bool, pad_id: int) -> l
             obs, _, term, trunc, _ = envs[b].step(trs[b].end_call(len(call)))
             if term or trunc:
                 continue
-            trs[b].observe(obs)
+            if trs[b].observe(obs, limit=room) is None:  # the context is full, as in ours
+                continue
             new[b] = trs[b].ids[start + len(call) :]
             keep.append(row)
         if reuse_cache and keep:  # the finished rows leave the cache
@@ -105,8 +113,9 @@ def hf_loop(lm, renderer, tasks, seed: int, reuse_cache: bool, pad_id: int) -> l
     return [len(tr) for tr in trs]
 
 
-def bench(name, policy, lm, tasks_all, batches, reps, pad_id) -> list[dict]:
+def bench(name, policy, lm, tasks_all, batches, reps, pad_id, clock) -> list[dict]:
     renderer = renderer_of(policy)
+    block = policy.config.block_size
     rows = []
     for B in batches:
         tasks = [tasks_all[i % len(tasks_all)] for i in range(B)]
@@ -117,14 +126,14 @@ def bench(name, policy, lm, tasks_all, batches, reps, pad_id) -> list[dict]:
 
         def hf(reuse, tasks=tasks, lens=lens):
             def run(r):
-                lens[reuse] = hf_loop(lm, renderer, tasks, r, reuse, pad_id)
+                lens[reuse] = hf_loop(lm, renderer, tasks, r, reuse, pad_id, block)
 
             return run
 
         fns = {"ours": ours, "hf re-prefill": hf(False), "hf cache": hf(True)}
         for warm in fns.values():
             warm(0)
-        times = interleaved(fns, reps)
+        times = interleaved(fns, reps, clock)
         rows.append(
             {
                 "policy": name,
@@ -176,6 +185,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--policy", choices=["untrained", "cold-start"], default="untrained")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu", help="CPU or wall time")
     args = ap.parse_args(argv)
     setup_threads(args.threads)
     from transformers.utils import logging as hf_logging
@@ -183,14 +193,16 @@ def main(argv=None) -> None:
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     batches, reps = ([1, 8], 1) if args.quick else ([1, 64], 3)
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     tasks = tasks_for("train")
     rows = []
     for name, (policy, lm, pad) in [
         (f"TinyAgent {args.policy}", tinyagent_pair(args.policy)),
         ("tiny Qwen2 (HFPolicy)", qwen_pair()),
     ]:
-        rows += bench(name, policy, lm, tasks, batches, reps, pad)
+        rows += bench(name, policy, lm, tasks, batches, reps, pad, clock)
     print(machine_line())
+    print(f"{args.clock} time, median of {reps} interleaved repetitions")
     print(
         "| policy | batch | ours eps/s | HF re-prefill eps/s | HF cache eps/s | "
         "ours / re-prefill | ours / cache | tokens per episode |"
