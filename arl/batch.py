@@ -36,6 +36,43 @@ class Batch:
         return Batch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
 
 
+# Padded tokens (rows x the bucket's longest row) one bucketed forward runs at most on CPU;
+# chosen once from the sweep in benchmarks/buckets.py (DPO, RL and SFT batches of Chapter 15).
+BUCKET_TOKENS = 1024
+
+
+def default_budget(device: torch.device) -> int | None:
+    """The bucket budget token_logprobs uses on `device`: BUCKET_TOKENS on CPU, where it was
+    measured; elsewhere None (one padded forward, as before: no accelerator was measured)."""
+    return BUCKET_TOKENS if device.type == "cpu" else None
+
+
+def row_extents(batch: Batch) -> torch.Tensor:
+    """(B,) positions each row's forward must cover: its real ones, and any position the mask
+    marks past them (Problem 28's shifted mask reaches one position into the padding)."""
+    T = batch.action_mask.size(1)
+    pos = torch.arange(1, T + 1, device=batch.action_mask.device)  # (T,) 1-based
+    marked = ((batch.action_mask != 0) * pos).amax(1)  # (B,) last marked position, 1-based
+    return torch.maximum(batch.lengths.to(marked.device), marked).clamp(min=1)
+
+
+def bucket_plan(extents: Sequence[int], budget: int) -> list[tuple[list[int], int]]:
+    """Rows cut into buckets (row indices ascending, width): longest rows first, each bucket
+    filled greedily while rows x its longest row stays within `budget` (a row longer than the
+    budget alone). Deterministic; every row in exactly one bucket; padding only up to a
+    bucket's longest row instead of the batch's."""
+    if budget < 1:
+        raise ValueError(f"bucket budget must be at least 1 token, got {budget}")
+    order = sorted(range(len(extents)), key=lambda i: -int(extents[i]))  # stable: ties by index
+    plan: list[tuple[list[int], int]] = []
+    for i in order:
+        if plan and (len(plan[-1][0]) + 1) * plan[-1][1] <= budget:
+            plan[-1][0].append(i)
+        else:
+            plan.append(([i], int(extents[i])))
+    return [(sorted(rows), width) for rows, width in plan]
+
+
 def check_batch(batch: Batch) -> None:
     """Assert the mask is 1 on every policy target and 0 on every other token (Problem 28)."""
     policy = batch.owners == POLICY

@@ -10,24 +10,65 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from arl.batch import Batch
+from arl.batch import Batch, bucket_plan, default_budget, row_extents
 from arl.errors import ArlError
 
 AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "constant")
 
 
-def token_logprobs(model, batch: Batch, with_entropy: bool = False, temperature: float = 1.0):
+def _target_logprobs(logits_bLV: torch.Tensor, targets_bL: torch.Tensor, temperature: float):
+    """Log-prob (b, L) of each target under temperature-scaled logits (b, L, V), and the
+    entropy (b, L) as a function to call only when wanted."""
+    logp_all = F.log_softmax(logits_bLV.float() / temperature, dim=-1)  # (b, L, V)
+    logp = logp_all.gather(-1, targets_bL[..., None]).squeeze(-1)  # (b, L)
+    return logp, lambda: -(logp_all.exp() * logp_all).sum(-1)  # (b, L)
+
+
+def token_logprobs(
+    model,
+    batch: Batch,
+    with_entropy: bool = False,
+    temperature: float = 1.0,
+    budget: int | None | str = "auto",
+):
     """Log-prob (B, T) of each target under the temperature-scaled model; with_entropy: and the
     entropy (B, T). The one log-prob function of every recipe: the sampler's stored log-probs
     are taken at the same temperature, so ratios against them compare like with like (Problem 16).
+
+    The model runs on length buckets (batch.bucket_plan: rows sorted by length, at most
+    `budget` padded tokens a forward), not on the padded whole, and the (B, T) result is
+    assembled from them, 0 past each row's extent. The model is causal, so every real position
+    gets the padded forward's value (up to float summation order); the loss is taken on the
+    assembled tensor, so its normalizer stays global (Problem 2). budget None: one padded forward;
+    "auto": batch.default_budget of the batch's device.
     """
-    logits, _ = model(batch.input_ids)  # (B, T, V)
-    logp_all = F.log_softmax(logits.float() / temperature, dim=-1)  # (B, T, V)
-    logp = logp_all.gather(-1, batch.targets[..., None]).squeeze(-1)  # (B, T)
+    if budget == "auto":
+        budget = default_budget(batch.input_ids.device)
+    if budget is None:
+        logits, _ = model(batch.input_ids)  # (B, T, V)
+        logp, entropy = _target_logprobs(logits, batch.targets, temperature)
+        return (logp, entropy()) if with_entropy else logp
+    B, T = batch.input_ids.shape
+    dev = batch.input_ids.device
+    extents = row_extents(batch)  # (B,)
+    order: list[int] = []
+    parts: list[torch.Tensor] = []  # per bucket (b, T): log-probs, then entropies
+    ent_parts: list[torch.Tensor] = []
+    for rows, L in bucket_plan(extents.tolist(), budget):
+        idx = torch.tensor(rows, device=dev)  # (b,)
+        logits, _ = model(batch.input_ids[idx, :L])  # (b, L, V)
+        logp, entropy = _target_logprobs(logits, batch.targets[idx, :L], temperature)
+        parts.append(F.pad(logp, (0, T - L)))  # (b, T)
+        if with_entropy:
+            ent_parts.append(F.pad(entropy(), (0, T - L)))
+        order += rows
+    inv = torch.empty(B, dtype=torch.long, device=dev)
+    inv[torch.tensor(order, device=dev)] = torch.arange(B, device=dev)  # (B,) row -> its place
+    real = torch.arange(T, device=dev)[None, :] < extents[:, None].to(dev)  # (B, T)
+    logp = torch.where(real, torch.cat(parts)[inv], 0.0)  # (B, T)
     if not with_entropy:
         return logp
-    entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T)
-    return logp, entropy
+    return logp, torch.where(real, torch.cat(ent_parts)[inv], 0.0)
 
 
 def token_weights(
