@@ -96,29 +96,42 @@ class KVCache:
 
 
 @dataclass(frozen=True)
+class Group:
+    """Rows of one `extend` call whose queries attend as one (A, S) block.
+
+    The active rows are grouped by how many tokens they append: rows appending one token
+    (the sampled one) form one group whose attention is a matrix-vector product per head;
+    rows appending an observation are bucketed by length (a bucket's shortest row appends
+    more than half its longest), so padding queries stay under half of each block. A group
+    of more than half the rows attends as a block of all B rows (cache views, no copy).
+    """
+
+    rows: torch.Tensor | None  # (A,) cache rows in ascending order; None: all B rows (A = B)
+    lo: int  # the group's tokens are x[lo:hi] of the packed (N, C) tokens, row after row
+    hi: int
+    flat: torch.Tensor | None  # (hi - lo,) each token's index in the (A * S) block; None: dense
+    mask: torch.Tensor | None  # (A or 1, 1, S, T_k) 0 where a query may attend, else -inf
+    A: int
+    S: int  # the group's longest append
+    T_k: int  # slots attended: the group's longest row after the append
+
+
+@dataclass(frozen=True)
 class Append:
     """Where the N new tokens of one `extend` call go, shared by every layer.
 
-    Only the real tokens run through the model, packed row after row as (N, C): rows that
-    append fewer tokens than the longest add no padding to the MLPs and projections, and rows
-    that append none take no part at all. Attention alone needs a block: the queries of the
-    A active rows as (A, S), scattered unless every active row appends exactly S (`dense`).
+    Only the real tokens run through the model, packed group after group and row after row
+    as (N, C): rows that append fewer tokens than the longest add no padding to the MLPs and
+    projections, and rows that append none take no part at all. Attention runs per Group.
     """
 
     write: torch.Tensor  # (N * nh,) each (token, head)'s row in a buffer viewed (B*nh*T, hs)
-    active: torch.Tensor | None  # (A,) the rows that append; None: all B rows, in order
-    qrow: torch.Tensor  # (N,) each token's index among the active rows
-    cols: torch.Tensor  # (N,) its index among its row's new tokens
-    mask: torch.Tensor | None  # (A, 1, S, T_k) 0 where a query may attend, else -inf
-    T_k: int  # slots attended: the longest active row after the append
-    A: int
-    S: int
-    dense: bool  # the N tokens are all of an (A, S) block, row-major
+    groups: tuple[Group, ...]
 
 
 def attention(q, k, v, bias):
     """softmax(q k^T / sqrt(hs) + bias) v: (A, nh, S, hs) queries, (A, nh, T, hs) keys and
-    values, bias (A, 1, S, T) 0 or -inf (None: no mask). One query per row (S 1) is a
+    values, bias (A or 1, 1, S, T) 0 or -inf (None: no mask). One query per row (S 1) is a
     matrix-vector product per head, where two batched matmuls took half of SDPA's time."""
     if q.size(2) > 1:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
@@ -126,6 +139,20 @@ def attention(q, k, v, bias):
     if bias is not None:
         att.add_(bias)
     return torch.matmul(att.softmax(-1), v)  # (A, nh, 1, hs)
+
+
+def group_attention(q, kb, vb, g: Group, nh: int) -> torch.Tensor:
+    """(N_g, C) queries of one group against its rows' filled prefix -> (N_g, C) outputs."""
+    C = q.size(1)
+    hs, A, S = C // nh, g.A, g.S
+    keys, values = kb[:, :, : g.T_k], vb[:, :, : g.T_k]  # (B, nh, T_k, hs) views
+    if g.rows is not None:  # only the group's rows: a copy of theirs
+        keys, values = keys.index_select(0, g.rows), values.index_select(0, g.rows)
+    if g.flat is not None:  # queries into (A * S); padding queries are zeros, output unused
+        q = q.new_zeros(A * S, C).index_copy_(0, g.flat, q)
+    y = attention(q.reshape(A, S, nh, hs).transpose(1, 2), keys, values, g.mask)
+    y = y.transpose(1, 2).reshape(A * S, C)  # (A * S, C)
+    return y if g.flat is None else y.index_select(0, g.flat)
 
 
 class CausalSelfAttention(nn.Module):
@@ -153,19 +180,13 @@ class CausalSelfAttention(nn.Module):
     def extend(self, x, cache: KVCache, layer: int, at: Append) -> torch.Tensor:
         """(N, C) new tokens: write their keys and values in place, attend to the filled prefix."""
         N, C = x.shape
-        nh, hs, A, S, T_k = self.n_head, C // self.n_head, at.A, at.S, at.T_k
+        nh, hs = self.n_head, C // self.n_head
         q, k, v = self.c_attn(x).split(C, dim=-1)  # (N, C) each
         kb, vb = cache.k[layer], cache.v[layer]  # (B, nh, T, hs)
         kb.view(-1, hs).index_copy_(0, at.write, k.reshape(N * nh, hs))
         vb.view(-1, hs).index_copy_(0, at.write, v.reshape(N * nh, hs))
-        keys, values = kb[:, :, :T_k], vb[:, :, :T_k]  # (B, nh, T_k, hs) views
-        if at.active is not None:  # only the rows that append: a copy of theirs
-            keys, values = keys.index_select(0, at.active), values.index_select(0, at.active)
-        if not at.dense:  # queries into (A, S); padding queries are zeros, their output unused
-            q = q.new_zeros(A, S, C).index_put_((at.qrow, at.cols), q)
-        y = attention(q.view(A, S, nh, hs).transpose(1, 2), keys, values, at.mask)
-        y = y.transpose(1, 2)  # (A, S, nh, hs)
-        return y.reshape(N, C) if at.dense else y[at.qrow, at.cols].reshape(N, C)
+        ys = [group_attention(q[g.lo : g.hi], kb, vb, g, nh) for g in at.groups]
+        return ys[0] if len(ys) == 1 else torch.cat(ys)  # (N, C)
 
 
 class MLP(nn.Module):
@@ -250,48 +271,101 @@ class TinyAgent(nn.Module):
         plan = plan_append(n_new, S, cache, self.config.n_head)
         if plan is None:  # nothing to append: the cache is unchanged
             return self.lm_head.weight.new_zeros(B, self.config.vocab_size)
-        at, rows, cols, slots, last = plan
-        tokens = ids.reshape(-1) if at.dense and at.active is None else ids[rows, cols]  # (N,)
+        at, order, rows, cols, slots, last = plan
+        whole = order is None and rows.numel() == ids.numel()  # every row appends S, in order
+        tokens = ids.reshape(-1) if whole else ids[rows, cols]  # (N,)
         x = self.drop(self.wte(tokens) + self.wpe(slots))  # (N, C)
         for layer, block in enumerate(self.h):
             x = block(x, cache, layer, at)
         cache.lengths = cache.lengths + n_new
         logits = self.lm_head(self.ln_f(x[last]))  # (A, V) after each active row's last token
-        if at.active is None:
+        if order is None:
             return logits
-        return logits.new_zeros(B, logits.size(1)).index_copy_(0, at.active, logits)  # (B, V)
+        return logits.new_zeros(B, logits.size(1)).index_copy_(0, order, logits)  # (B, V)
+
+
+def bucket_rows(n: list[int]) -> list[list[int]]:
+    """The rows that append (n[b] > 0) in attention groups: the one-token rows, then the
+    others from the longest down, a new bucket where a row appends at most half of its
+    bucket's longest. A bucket of more than half the rows attends as a block of all rows
+    (make_group), so it takes in every bucket appending no more than it. Rows ascending."""
+    ones = [b for b, k in enumerate(n) if k == 1]
+    buckets, cur, top = [ones] if ones else [], [], 0
+    for b in sorted((b for b, k in enumerate(n) if k > 1), key=lambda b: -n[b]):
+        if cur and 2 * n[b] <= top:
+            buckets.append(sorted(cur))
+            cur = []
+        if not cur:
+            top = n[b]
+        cur.append(b)
+    buckets = buckets + [sorted(cur)] if cur else buckets
+    big = [r for r in buckets if 2 * len(r) > len(n)]
+    if not big:
+        return buckets
+    S = max(n[b] for b in big[0])
+    fits = [r for r in buckets if max(n[b] for b in r) <= S]
+    return [r for r in buckets if r not in fits] + [sorted(b for r in fits for b in r)]
+
+
+def group_mask(starts: list[int], ends: list[int], S: int, T_k: int, dev):
+    """(A or 1, 1, S, T_k) additive mask of a block whose rows hold starts[a] slots: query s of
+    row a (position starts[a] + s) sees the slots up to it. None when nothing is masked: one
+    query per row and every member row ending (ends: members only) at T_k."""
+    if S == 1 and all(e == T_k for e in ends):
+        return None
+    first = starts[:1] if len(set(starts)) == 1 else starts  # equal starts: one shared mask
+    qpos = torch.tensor(first, device=dev)[:, None] + torch.arange(S, device=dev)  # (A|1, S)
+    seen = torch.arange(T_k, device=dev) <= qpos[:, :, None]  # (A|1, S, T_k)
+    return torch.zeros(seen.shape, device=dev).masked_fill_(~seen, float("-inf"))[:, None]
+
+
+def make_group(bucket, n, start, n_b, cols_b, lo, B: int, dev) -> Group:
+    """The Group of one bucket (cache rows ascending, n_b (A,) their appends, cols_b their
+    tokens' columns). A bucket of more than half the rows attends as a block of all B rows
+    (views of the cache, no copy; the other rows' queries are zeros, their output unused);
+    a smaller one copies its rows' keys and values."""
+    ng = [n[b] for b in bucket]
+    A, S, hi = len(bucket), max(ng), lo + sum(ng)
+    ends = [start[b] + k for b, k in zip(bucket, ng, strict=True)]
+    T_k, whole = max(ends), 2 * A > B
+    rows_t = torch.tensor(bucket, device=dev)  # (A,)
+    local = rows_t if whole else torch.arange(A, device=dev)  # each member's row in the block
+    flat = local.repeat_interleave(n_b) * S + cols_b  # (hi - lo,) into the (A or B) x S block
+    if (not whole or A == B) and all(k == S for k in ng):
+        flat = None  # dense: the tokens already are the block, row-major
+    starts = [start[b] for b in bucket]
+    if whole and A < B:  # the other rows: any readable slots; the members' start keeps it shared
+        members = set(bucket)
+        starts = [start[b] if b in members else starts[0] for b in range(B)]
+    mask = group_mask(starts, ends, S, T_k, dev)
+    return Group(None if whole else rows_t, lo, hi, flat, mask, B if whole else A, S, T_k)
 
 
 def plan_append(n_new: torch.Tensor, S: int, cache: KVCache, n_head: int):
-    """Where the new tokens of (B,) n_new go: the Append every layer reads, and each token's
-    row, column (in the (B, S) ids) and slot, and each active row's last token among the N.
-    None when no row appends. Raises ArlError past the cache's capacity."""
+    """Where the new tokens of (B,) n_new go: the Append every layer reads; the active rows in
+    packed order (None: all B in order); each token's row, column (in the (B, S) ids) and slot;
+    each active row's last token among the N. None when no row appends. Raises ArlError past
+    the cache's capacity."""
     dev, B = n_new.device, n_new.numel()
-    live = n_new > 0  # (B,)
-    A = int(live.sum())
-    if A == 0:
+    n, start = n_new.tolist(), cache.lengths.tolist()
+    buckets = bucket_rows(n)
+    if not buckets:
         return None
-    active = None if A == B else live.nonzero().squeeze(1)  # (A,)
-    n_a = n_new if active is None else n_new[active]  # (A,)
-    start = cache.lengths if active is None else cache.lengths[active]  # (A,)
-    end = start + n_a  # (A,)
-    T_k = int(end.max())
-    cache.reserve(T_k)
-    dense = bool((n_a == S).all())
-    offs = torch.arange(S, device=dev)  # (S,)
-    if dense:  # every active row appends S tokens: (A, S) row-major
-        qrow, cols = torch.arange(A, device=dev).repeat_interleave(S), offs.repeat(A)  # (N,)
-    else:
-        qrow, cols = (offs[None, :] < n_a[:, None]).nonzero(as_tuple=True)  # (N,), (N,)
-    rows = qrow if active is None else active[qrow]  # (N,) rows of the cache
-    slots = start[qrow] + cols  # (N,) each token's position, which is its slot
+    order = [b for rows in buckets for b in rows]  # (A,) packed order of the active rows
+    cache.reserve(max(start[b] + n[b] for b in order))
+    order_t = torch.tensor(order, device=dev)  # (A,)
+    n_o = n_new[order_t]  # (A,)
+    first = n_o.cumsum(0) - n_o  # (A,) each row's first token among the N
+    rows = order_t.repeat_interleave(n_o)  # (N,)
+    cols = torch.arange(rows.numel(), device=dev) - first.repeat_interleave(n_o)  # (N,)
+    slots = cache.lengths[rows] + cols  # (N,) each token's position, which is its slot
     heads = torch.arange(n_head, device=dev)  # (nh,)
     write = (((rows * n_head)[:, None] + heads) * cache.capacity + slots[:, None]).view(-1)
-    if S == 1 and bool((end == T_k).all()):  # one query per row, after every slot
-        mask = None
-    else:  # query (a, s) at position start[a] + s sees the slots up to it
-        qpos = start[:, None] + offs  # (A, S)
-        seen = torch.arange(T_k, device=dev) <= qpos[:, :, None]  # (A, S, T_k)
-        mask = torch.zeros(seen.shape, device=dev).masked_fill_(~seen, float("-inf"))[:, None]
-    at = Append(write, active, qrow, cols, mask, T_k, A, S, dense)
-    return at, rows, cols, slots, n_a.cumsum(0) - 1
+    groups, lo, a0 = [], 0, 0
+    for bucket in buckets:
+        A, hi = len(bucket), lo + sum(n[b] for b in bucket)
+        groups.append(make_group(bucket, n, start, n_o[a0 : a0 + A], cols[lo:hi], lo, B, dev))
+        lo, a0 = hi, a0 + A
+    identity = order == list(range(B))
+    last = n_o.cumsum(0) - 1  # (A,)
+    return Append(write, tuple(groups)), None if identity else order_t, rows, cols, slots, last

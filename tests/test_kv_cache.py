@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from arl.errors import ArlError
-from arl.model import TinyAgent, TinyAgentConfig
+from arl.model import TinyAgent, TinyAgentConfig, bucket_rows
 
 
 def small_model(block_size: int = 64) -> TinyAgent:
@@ -114,3 +114,28 @@ def test_a_smaller_capacity_is_enforced():
     assert cache.capacity == 8
     with pytest.raises(ArlError, match="capacity 8"):
         model.extend(torch.ones(1, 9, dtype=torch.long), torch.tensor([9]), cache)
+
+
+def test_grouped_attention_mixing_one_token_and_observation_rows():
+    """One call mixes rows appending one token, rows appending an observation (of lengths
+    bucketed apart) and an idle row: each group (the one-token rows as one query per row,
+    the observation rows in their own block, a majority block over all rows) gives the full
+    forward's logits."""
+    pieces = [
+        [3, 5, 2, 4, 6, 1, 2],  # prefill, ragged
+        [1, 1, 4, 1, 1, 0, 1],  # one-token rows (a majority: all-row block), one observation
+        [1, 6, 5, 0, 1, 7, 2],  # one-token rows, a bucket of 5-7 tokens, a bucket of 2
+        [2, 2, 2, 2, 1, 2, 2],  # two-token rows a majority: the one-token row joins their block
+        [1, 1, 1, 1, 1, 1, 1],
+    ]
+    seqs = random_seqs([sum(p[b] for p in pieces) for b in range(7)], seed=6)
+    check_against_forward(small_model(), seqs, pieces)
+
+
+def test_rows_are_bucketed_by_how_many_tokens_they_append():
+    """Hand-computed groups: one-token rows; longer rows from the longest down, a new bucket at
+    half the bucket's longest; a majority bucket takes in every bucket appending no more."""
+    assert bucket_rows([1, 6, 5, 0, 1, 7, 2]) == [[0, 4], [1, 2, 5], [6]]
+    assert bucket_rows([1, 1, 4, 1, 1, 0, 1]) == [[2], [0, 1, 3, 4, 6]]
+    assert bucket_rows([2, 2, 2, 2, 1, 2, 2]) == [[0, 1, 2, 3, 4, 5, 6]]
+    assert bucket_rows([0, 0]) == []
