@@ -87,6 +87,20 @@ def add_env_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_report_flags(p: argparse.ArgumentParser, scalars: str, progress: str) -> None:
+    """--report-to (where else each record's `scalars` go) and --quiet (no `progress`)."""
+    from arl.logging_bridge import REPORT_TO
+
+    p.add_argument(
+        "--report-to",
+        choices=REPORT_TO,
+        default="none",
+        help=f"also log {scalars} to OUT/tensorboard, or to wandb (offline unless WANDB_MODE is "
+        "set)",
+    )
+    p.add_argument("--quiet", action="store_true", help=f"no {progress}")
+
+
 def env_config_of(args: argparse.Namespace):
     """The environment config the flags ask for: its defaults, and the sandbox permission."""
     from dataclasses import replace

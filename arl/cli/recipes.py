@@ -16,12 +16,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from arl.checks import check_seed
-from arl.cli.args import add_env_flags, env_config_of, positive_int, seed_int
+from arl.cli.args import add_env_flags, add_report_flags, env_config_of, positive_int, seed_int
 from arl.cli.check import add_chat_flags, chat_options, check_chat_flags
 from arl.cli.config_flags import add_config_flags, config_from
 from arl.errors import ArlError
 from arl.logging_bridge import OWNED as SINK_OWNED
-from arl.logging_bridge import REPORT_TO
 
 OWNED = ("final", "final/*", "metrics.jsonl", "results.json", *SINK_OWNED)
 RECIPE_INIT = "weak"  # the starting TinyAgent of sft, rft and dpo when neither --init nor --model
@@ -211,14 +210,7 @@ def _common(p: argparse.ArgumentParser, recipe: str) -> None:
     p.add_argument("--eval-samples", type=positive_int, default=4, help="episodes per task")
     p.add_argument("--out", help=f"the run folder (default runs/{recipe})")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier run in OUT")
-    p.add_argument(
-        "--report-to",
-        choices=REPORT_TO,
-        default="none",
-        help="also log each record's scalars (those of metrics.jsonl, lr among them) to "
-        "OUT/tensorboard, or to wandb (offline unless WANDB_MODE is set)",
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress")
+    add_report_flags(p, "each record's scalars (those of metrics.jsonl, lr among them)", "progress")
 
 
 def register(ts: argparse._SubParsersAction) -> None:

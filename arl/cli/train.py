@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from arl.cli import recipes
-from arl.cli.args import int_in
+from arl.cli.args import add_report_flags, int_in
 from arl.cli.config_flags import (
     Key,
     add_keys_flag,
@@ -25,7 +25,6 @@ from arl.cli.recipes import DTYPES, policy_from, resolve_init
 from arl.cli.reproduce import add_ray_flag
 from arl.env import NAMES, get_environment
 from arl.errors import ArlError
-from arl.logging_bridge import REPORT_TO
 from arl.progress import Progress
 from arl.runio import read_json
 from arl.train.pg_config import PGConfig, env_types, make_config, unknown_key
@@ -312,14 +311,7 @@ def add_pg_flags(g: argparse.ArgumentParser, keys_help: str) -> None:
         metavar="KEYS",
         help="on resume, PGConfig fields that may differ from the checkpoint's (e.g. lr,steps)",
     )
-    g.add_argument(
-        "--report-to",
-        choices=REPORT_TO,
-        default="none",
-        help="also log each step's scalars (those of metrics.jsonl) to OUT/tensorboard, or to "
-        "wandb (offline unless WANDB_MODE is set)",
-    )
-    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_report_flags(g, "each step's scalars (those of metrics.jsonl)", "progress bar")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,8 +1,9 @@
-"""What three exercises share: Section 15.3's expert-iteration settings and a per-round eval."""
+"""What the exercises share: Section 15.3's expert-iteration settings, a per-round eval, and the
+trend a conclusion quotes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from arl.eval.metrics import evaluate
@@ -35,3 +36,8 @@ def split_hook(ctx: Ctx, offset: int, samples: int, extra: Extra | None = None) 
         return out
 
     return hook
+
+
+def trend(rows: Sequence[dict], key: str) -> str:
+    """A metric along rows (rounds or steps) as "a -> b -> c", to 2 decimals: a conclusion's."""
+    return " -> ".join(format(r[key], ".2f") for r in rows)

@@ -24,16 +24,17 @@ import numpy as np
 
 from arl.eval.metrics import run_policy, summarize
 from arl.experiments.ch15 import Ch15Config, evaluator
+from arl.experiments.exercises.common import trend
 from arl.experiments.exercises.sft_then_rl import checkpoints
 from arl.experiments.problems.common import (
     Claim,
     Ctx,
     Problem,
     base_config,
+    mean_band,
     new_figure,
     save_figure,
     seeds_label,
-    sem,
     start,
 )
 from arl.gym.tasks import tasks_for
@@ -88,13 +89,13 @@ def conclusion(res: dict) -> str:
     parts = []
     for name, a in res["arms"].items():
         h, c, r = a["history"], a["chosen"], a["rejected"]
+        ends = (h[0], h[-1])
         parts.append(
             f"{name}: {a['pairs']} pairs (chosen: {c['malformed_per_episode']:.2f} malformed, "
             f"{c['read_fraction']:.2f} read, {c['mean_turns']:.1f} turns; rejected "
             f"{r['malformed_per_episode']:.2f}, {r['read_fraction']:.2f}, {r['mean_turns']:.1f}); "
             f"rejected log-prob {h[-1]['rejected_delta']:+.1f} nats, malformed per train "
-            f"episode {h[0]['train_malformed']:.2f} -> {h[-1]['train_malformed']:.2f}, held-out "
-            f"{h[0]['heldout']:.2f} -> {h[-1]['heldout']:.2f}"
+            f"episode {trend(ends, 'train_malformed')}, held-out {trend(ends, 'heldout')}"
         )
     return "; ".join(parts) + "."
 
@@ -112,9 +113,7 @@ def draw(per_seed: list[dict], path) -> None:
         for i, arm in enumerate(per_seed[0]["arms"]):
             v = np.array([[r[key] for r in s["arms"][arm]["history"]] for s in per_seed])
             t = [r["step"] for r in per_seed[0]["arms"][arm]["history"]]
-            m, se = v.mean(0), sem(v)
-            ax.plot(t, m, "-o", ms=3, color=f"C{i}", label=f"from the {arm}")
-            ax.fill_between(t, m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
+            mean_band(ax, t, v, f"C{i}", f"from the {arm}", "-o", ms=3)
         ax.set_xlabel("DPO step")
         ax.set_ylabel(label)
     axes[0].legend(fontsize=7)

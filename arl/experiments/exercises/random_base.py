@@ -22,12 +22,13 @@ from dataclasses import replace
 import numpy as np
 
 from arl.eval.metrics import graded, run_policy, summarize
-from arl.experiments.exercises.common import ei_config, split_hook
+from arl.experiments.exercises.common import ei_config, split_hook, trend
 from arl.experiments.problems.common import (
     Claim,
     Ctx,
     Problem,
     base_config,
+    mean_band,
     new_figure,
     save_figure,
     seeds_label,
@@ -97,7 +98,7 @@ def conclusion(res: dict) -> str:
             f"{name}: solves {b['n_solved']} training tasks ({fams}), pass {b['pass_rate']:.2f}, "
             f"malformed {b['malformed_per_episode']:.2f}, reads {b['read_fraction']:.2f}, hacks "
             f"{b['hack_rate']:.2f}; expert iteration train "
-            f"{' -> '.join(format(x['train'], '.2f') for x in h)}, held-out "
+            f"{trend(h, 'train')}, held-out "
             f"{h[-1]['heldout']:.2f}, {len(h[-1]['tasks_never_kept'])} tasks never kept"
         )
     extra = res["outside_support"]
@@ -123,10 +124,8 @@ def draw(per_seed: list[dict], path) -> None:
         a.bar(x + (i - 0.5) * 0.4, v.mean(0), 0.4, yerr=sem(v), color=f"C{i}", label=name)
         for key, style in (("train", "-"), ("heldout", "--")):
             h = np.array([[r[key] for r in s["runs"][name]] for s in per_seed])  # (seeds, rounds)
-            m, se = h.mean(0), sem(h)
             t = np.arange(1, h.shape[1] + 1)
-            b.plot(t, m, style, color=f"C{i}", label=f"{name}, {key}")
-            b.fill_between(t, m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
+            mean_band(b, t, h, f"C{i}", f"{name}, {key}", style)
     a.set_xticks(x, FAMILIES, fontsize=8)
     a.set_ylabel("training tasks solved (of 4 per family)")
     a.legend(fontsize=7)

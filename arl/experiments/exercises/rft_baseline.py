@@ -27,16 +27,16 @@ import torch
 
 from arl.batch import collate
 from arl.eval.metrics import graded, run_policy
-from arl.experiments.exercises.common import ei_config, split_hook
+from arl.experiments.exercises.common import ei_config, split_hook, trend
 from arl.experiments.exercises.gradients import flat_grad
 from arl.experiments.problems.common import (
     Claim,
     Ctx,
     Problem,
+    mean_band,
     new_figure,
     save_figure,
     seeds_label,
-    sem,
     start,
 )
 from arl.gym.tasks import tasks_for
@@ -150,9 +150,9 @@ def conclusion(res: dict) -> str:
     ident, runs = res["identity"], res["runs"]
     cos = ident.get("cosine", {})
     arms = "; ".join(
-        f"{n}: train pass {' -> '.join(format(r['train'], '.2f') for r in h)}, held-out "
+        f"{n}: train pass {trend(h, 'train')}, held-out "
         f"{h[-1]['heldout']:.2f}, malformed calls per episode "
-        f"{' -> '.join(format(r['train_malformed'], '.2f') for r in h)}, "
+        f"{trend(h, 'train_malformed')}, "
         f"{len(h[-1]['tasks_never_kept'])} tasks never kept"
         for n, h in runs.items()
     )
@@ -180,14 +180,10 @@ def draw(per_seed: list[dict], path) -> None:
     for i, arm in enumerate((RFT, RFTB)):
         for key, style in (("train", "-"), ("heldout", "--")):
             v = np.array([[r[key] for r in s["runs"][arm]] for s in per_seed])  # (seeds, rounds)
-            m, se = v.mean(0), sem(v)
             t = np.arange(1, v.shape[1] + 1)
-            b.plot(t, m, style, color=f"C{i}", label=f"{arm}, {key}")
-            b.fill_between(t, m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
+            mean_band(b, t, v, f"C{i}", f"{arm}, {key}", style)
         v = np.array([[r["train_malformed"] for r in s["runs"][arm]] for s in per_seed])
-        m, se = v.mean(0), sem(v)
-        c.plot(t, m, color=f"C{i}", label=arm)
-        c.fill_between(t, m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
+        mean_band(c, t, v, f"C{i}", arm)
     for ax in (b, c):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     c.set_xlabel("round")

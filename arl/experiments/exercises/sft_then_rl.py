@@ -22,6 +22,7 @@ from arl.experiments.problems.common import (
     Ctx,
     Problem,
     base_config,
+    mean_band,
     new_figure,
     save_figure,
     seeds_label,
@@ -124,9 +125,7 @@ def draw(per_seed: list[dict], path) -> None:
             )
         v = np.array([[c["heldout"] for c in r["curve"]] for r in rows])  # (seeds, evals)
         t = [c["step"] for c in rows[0]["curve"]]
-        m, se = v.mean(0), sem(v)
-        b.plot(t, m, color=f"C{i}", label=f"from SFT step {arm}")
-        b.fill_between(t, m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
+        mean_band(b, t, v, f"C{i}", f"from SFT step {arm}")
     a.set_xlabel("informative held-out groups at the start (share)")
     a.set_ylabel("held-out pass rate")
     a.legend(fontsize=6)

@@ -24,15 +24,15 @@ import numpy as np
 
 from arl.env import environment_of_tasks
 from arl.eval.metrics import graded, run_policy
-from arl.experiments.exercises.common import ei_config, split_hook
+from arl.experiments.exercises.common import ei_config, split_hook, trend
 from arl.experiments.problems.common import (
     Claim,
     Ctx,
     Problem,
+    mean_band,
     new_figure,
     save_figure,
     seeds_label,
-    sem,
     start,
 )
 from arl.gym.grammar import END
@@ -127,7 +127,7 @@ def conclusion(res: dict) -> str:
     parts = []
     for name, h in res["runs"].items():
         parts.append(
-            f"{name}: train pass {' -> '.join(format(r['train'], '.2f') for r in h)}, init "
+            f"{name}: train pass {trend(h, 'train')}, init "
             f"{h[-1]['train_init']:.2f} (held-out {h[-1]['heldout']:.2f}, init "
             f"{h[-1]['heldout_init']:.2f}); tasks in the data per round "
             f"{', '.join(str(r['covered']) for r in h)} (init {h[-1]['init_covered']}), "
@@ -149,10 +149,8 @@ def draw(per_seed: list[dict], path) -> None:
         ):
             for key, style in keys:
                 v = np.array([[r[key] for r in s["runs"][arm]] for s in per_seed])
-                m, se = v.mean(0), sem(v)
                 t = np.arange(1, v.shape[1] + 1)
-                ax.plot(t, m, style, color=f"C{i}", label=f"{arm}: {key}")
-                ax.fill_between(t, m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
+                mean_band(ax, t, v, f"C{i}", f"{arm}: {key}", style)
     a.set_ylabel("training tasks in the round's SFT data")
     b.set_ylabel("train pass rate (hidden tests)")
     for ax in (a, b):

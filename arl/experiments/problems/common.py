@@ -198,6 +198,12 @@ def first_last(runs: dict[str, list[dict]], keys: Sequence[str]) -> dict:
     return {**summary, "history": trimmed}
 
 
+def first_to_last(res: dict, arm: str, key: str) -> str:
+    """An arm's metric as "first -> last" (its quarter means in first_last's summary)."""
+    a = res[arm][key]
+    return f"{a['first']:.2f} -> {a['last']:.2f}"
+
+
 def arms_figure(
     keys: Sequence[tuple[str, str]], title: str, log_keys: Sequence[str] = ()
 ) -> Callable[[list[dict], Path], None]:
@@ -253,6 +259,13 @@ def plot_arms(
 
 
 sem = seed_se  # the problems' figures: error bars over seeds (axis 0), zeros with one seed
+
+
+def mean_band(ax, t, v: np.ndarray, color: str, label: str, style: str = "-", **line) -> None:
+    """A metric over seeds, v (seeds, points) at t (points): its mean line, a +- SE band."""
+    m, se = v.mean(0), sem(v)
+    ax.plot(t, m, style, color=color, label=label, **line)
+    ax.fill_between(t, m - se, m + se, color=color, alpha=0.18, lw=0)
 
 
 def seeds_label(per_seed: Sequence[dict], pooled: bool = False) -> str:

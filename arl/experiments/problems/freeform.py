@@ -18,6 +18,7 @@ evaluated on the two families no menu op can fix (arith, slice).
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from arl.experiments.problems.common import (
     arms_figure,
     base_config,
     first_last,
+    first_to_last,
     head_mean,
     rl_config,
     series,
@@ -82,12 +84,13 @@ def problem_14(ctx: Ctx):
     res["cold_apply"] = _mean(runs[COLD], "apply_rate")
     res["cold_pass"] = tail_mean(runs[COLD], "pass_rate") - tail_mean(runs[HELPFUL], "pass_rate")
     res["new_families"] = new_family_pass(ctx, cold)
+    fl = partial(first_to_last, res)
     conclusion = (
         f"edit-apply rate (first -> last quarter of {steps} RL steps): terse "
-        f"{_fl(res, TERSE, 'apply_rate')}, helpful {_fl(res, HELPFUL, 'apply_rate')}, after the "
-        f"SFT cold start {_fl(res, COLD, 'apply_rate')}; train pass: menu "
-        f"{_fl(res, MENU, 'pass_rate')}, free-form terse {_fl(res, TERSE, 'pass_rate')}, helpful "
-        f"{_fl(res, HELPFUL, 'pass_rate')}, SFT + free-form {_fl(res, COLD, 'pass_rate')}; the "
+        f"{fl(TERSE, 'apply_rate')}, helpful {fl(HELPFUL, 'apply_rate')}, after the "
+        f"SFT cold start {fl(COLD, 'apply_rate')}; train pass: menu "
+        f"{fl(MENU, 'pass_rate')}, free-form terse {fl(TERSE, 'pass_rate')}, helpful "
+        f"{fl(HELPFUL, 'pass_rate')}, SFT + free-form {fl(COLD, 'pass_rate')}; the "
         f"cold-start arm solves the families no menu op fixes at {res['new_families']:.2f}."
     )
     return res, conclusion
@@ -96,11 +99,6 @@ def problem_14(ctx: Ctx):
 def _mean(h: list[dict], key: str) -> float:
     xs = series(h, key)
     return float(np.mean(xs)) if xs else 0.0
-
-
-def _fl(res: dict, arm: str, key: str) -> str:
-    a = res[arm][key]
-    return f"{a['first']:.2f} -> {a['last']:.2f}"
 
 
 PROBLEM_14 = Problem(

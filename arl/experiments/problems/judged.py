@@ -19,6 +19,7 @@ fails the hidden tests (`fp_top`, the book's 60%).
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 from arl.experiments.problems.common import (
     Claim,
@@ -27,6 +28,7 @@ from arl.experiments.problems.common import (
     arms_figure,
     base_config,
     first_last,
+    first_to_last,
     head_mean,
     rl_config,
     tail_mean,
@@ -89,10 +91,7 @@ def problem_10(ctx: Ctx):
 
 
 def conclusion(res: dict) -> str:
-    def fl(arm: str, key: str) -> str:
-        a = res[arm][key]
-        return f"{a['first']:.2f} -> {a['last']:.2f}"
-
+    fl = partial(first_to_last, res)  # fl(arm, key): "first -> last" quarter means
     arms = "; ".join(
         f"{n}: reward {fl(n, 'reward')}, transcript judge {fl(n, 'judge/transcript')}, hidden "
         f"pass {fl(n, 'pass_rate')}, note rate {fl(n, 'note_rate')}, false positives in the "

@@ -10,6 +10,7 @@ time (`time/ref`); every 10 steps the held-out pass rate.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from arl.experiments.problems.common import (
     Problem,
     arms_figure,
     first_last,
+    first_to_last,
     rl_config,
     series,
     start,
@@ -69,10 +71,7 @@ def problem_6(ctx: Ctx):
 
 
 def conclusion(res: dict) -> str:
-    def fl(arm: str, key: str) -> str:
-        a = res[arm][key]
-        return f"{a['first']:.2f} -> {a['last']:.2f}"
-
+    fl = partial(first_to_last, res)  # fl(arm, key): "first -> last" quarter means
     arms = "; ".join(
         f"{n}: train pass {fl(n, 'pass_rate')}, held-out {fl(n, 'eval/heldout_pass')}, entropy "
         f"{fl(n, 'entropy')}" + (f", KL {fl(n, 'kl/ref_k3')}" if n != NONE else "")

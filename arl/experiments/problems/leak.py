@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from arl.experiments.problems.common import (
     Problem,
     base_config,
     first_last,
+    first_to_last,
     head_mean,
     new_figure,
     rl_config,
@@ -103,10 +105,7 @@ def _values(history: list[dict], key: str) -> list[float]:
 
 
 def conclusion(res: dict) -> str:
-    def fl(arm: str, key: str) -> str:
-        a = res[arm][key]
-        return f"{a['first']:.2f} -> {a['last']:.2f}"
-
+    fl = partial(first_to_last, res)  # fl(arm, key): "first -> last" quarter means
     fams = ", ".join(f"{f} {v:+.2f}" for f, v in res["gains"].items())
     return (
         f"first -> last quarter of the steps: canary pass leaky {fl(LEAKY_ARM, 'canary_pass')}, "

@@ -3,6 +3,7 @@ tests, step penalties, truncation)."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from arl.experiments.problems.common import (
     Problem,
     arms_figure,
     first_last,
-    head_mean,
+    first_to_last,
     new_figure,
     rl_runs,
     save_figure,
@@ -53,10 +54,6 @@ ARMS_13 = {
 }
 
 
-def _fmt(runs, key, name):
-    return f"{head_mean(runs[name], key):.2f} -> {tail_mean(runs[name], key):.2f}"
-
-
 def _arms(ctx: Ctx, kind: str, arms: dict, steps: int, keys: tuple[str, ...]):
     """Every arm run from the `kind` base; (the runs, `keys` over their first and last quarter)."""
     runs = rl_runs(ctx, kind, arms, steps=steps)
@@ -68,14 +65,15 @@ def problem_7(ctx: Ctx):
     keys = ("public_pass_rate", "pass_rate", "public_hidden_gap", "hack_rate", "hacks_caught")
     runs, res = _arms(ctx, "weak", ARMS_7, ctx.pick(40, 4), keys)
     pub, hid = ARMS_7
+    fl = partial(first_to_last, res)
     res["effect"] = res[pub]["public_hidden_gap"]["last"] - res[hid]["public_hidden_gap"]["last"]
     conclusion = (
-        f"from the weak base, public-test reward: gap {_fmt(runs, 'public_hidden_gap', pub)}, "
-        f"hardcoded episodes {_fmt(runs, 'hack_rate', pub)}, hidden pass "
-        f"{_fmt(runs, 'pass_rate', pub)}; hidden reward with the detector: gap "
-        f"{_fmt(runs, 'public_hidden_gap', hid)}, hacks {_fmt(runs, 'hack_rate', hid)} "
+        f"from the weak base, public-test reward: gap {fl(pub, 'public_hidden_gap')}, "
+        f"hardcoded episodes {fl(pub, 'hack_rate')}, hidden pass "
+        f"{fl(pub, 'pass_rate')}; hidden reward with the detector: gap "
+        f"{fl(hid, 'public_hidden_gap')}, hacks {fl(hid, 'hack_rate')} "
         f"({sum(r['hacks_caught'] for r in runs[hid])} caught and zeroed), hidden pass "
-        f"{_fmt(runs, 'pass_rate', hid)} (first quarter -> last quarter of the steps)."
+        f"{fl(hid, 'pass_rate')} (first quarter -> last quarter of the steps)."
     )
     return res, conclusion
 
@@ -90,12 +88,13 @@ def problem_8(ctx: Ctx):
     buggy = float(np.mean([np.mean(run_tests(t.buggy_source, t.hidden)) for t in train]))
     res["unfixed_function_credit"] = buggy
     res["effect"] = bin_solve - frac_solve
+    fl = partial(first_to_last, res)
     conclusion = (
         f"from the weak base (first -> last quarter of the steps): fraction reward "
-        f"{_fmt(runs, 'reward', 'fraction')}, full-solve rate {_fmt(runs, 'pass_rate', 'fraction')}"
-        f", immediate submissions {_fmt(runs, 'immediate_submit_frac', 'fraction')}; binary "
-        f"reward: full-solve {_fmt(runs, 'pass_rate', 'binary')}; mixed: full-solve "
-        f"{_fmt(runs, 'pass_rate', 'mixed (alpha 0.1)')}. The unfixed function already earns "
+        f"{fl('fraction', 'reward')}, full-solve rate {fl('fraction', 'pass_rate')}"
+        f", immediate submissions {fl('fraction', 'immediate_submit_frac')}; binary "
+        f"reward: full-solve {fl('binary', 'pass_rate')}; mixed: full-solve "
+        f"{fl('mixed (alpha 0.1)', 'pass_rate')}. The unfixed function already earns "
         f"{buggy:.2f} of the hidden tests."
     )
     return res, conclusion
@@ -200,12 +199,12 @@ def problem_12(ctx: Ctx):
     }
     names = list(runs)
     res["effect"] = res[names[0]]["mean_turns"]["last"] - res[names[-1]]["mean_turns"]["last"]
+    fl = partial(first_to_last, res)
     conclusion = (
         "from the weak base (first -> last quarter of the steps), immediate submissions / turns "
         "/ pass rate: "
         + "; ".join(
-            f"{n}: {_fmt(runs, 'immediate_submit_frac', n)} / {_fmt(runs, 'mean_turns', n)} / "
-            f"{_fmt(runs, 'pass_rate', n)}"
+            f"{n}: {fl(n, 'immediate_submit_frac')} / {fl(n, 'mean_turns')} / {fl(n, 'pass_rate')}"
             for n in names
         )
         + "."
@@ -221,14 +220,15 @@ def problem_13(ctx: Ctx):
     z, s = ARMS_13
     res["effect"] = res[z]["degenerate_frac"]["last"] - res[s]["degenerate_frac"]["last"]
     zero_silent = max(series(runs[z], "reward")) == 0
+    fl = partial(first_to_last, res)
     conclusion = (
         f"with a {turns}-call budget (first -> last quarter of the steps), scoring truncation as "
-        f"0: truncated {_fmt(runs, 'truncated_frac', z)}, final state passes "
-        f"{_fmt(runs, 'final_state_pass', z)}, reward {_fmt(runs, 'reward', z)}; scoring the "
-        f"final state: truncated {_fmt(runs, 'truncated_frac', s)}, final state passes "
-        f"{_fmt(runs, 'final_state_pass', s)}, reward {_fmt(runs, 'reward', s)}; groups with "
-        f"no signal (all rewards equal): zero {_fmt(runs, 'degenerate_frac', z)}, final state "
-        f"{_fmt(runs, 'degenerate_frac', s)}"
+        f"0: truncated {fl(z, 'truncated_frac')}, final state passes "
+        f"{fl(z, 'final_state_pass')}, reward {fl(z, 'reward')}; scoring the "
+        f"final state: truncated {fl(s, 'truncated_frac')}, final state passes "
+        f"{fl(s, 'final_state_pass')}, reward {fl(s, 'reward')}; groups with "
+        f"no signal (all rewards equal): zero {fl(z, 'degenerate_frac')}, final state "
+        f"{fl(s, 'degenerate_frac')}"
         + ("; under zero no episode was ever rewarded (no gradient)." if zero_silent else ".")
     )
     return res, conclusion
