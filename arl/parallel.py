@@ -1,13 +1,9 @@
 """Run one function over many arguments (seeds, `--set` values): in this process, in local
-processes, or as Ray tasks; results come back as each finishes. Or run one function beside
-this process (`beside`: a second core for one long job) while this one goes on.
+processes, or as Ray tasks; results come back as each finishes. (Jobs that need each other's
+results: experiments.schedule, on the same local processes.)
 
     for arg, result in run_many(run_seed, [(cfg, s) for s in seeds], where=Where(workers=2)):
         save(arg, result)          # stream into the table, resume file, progress line
-
-    with beside(section_dpo, cfg, weights) as dpo:
-        others = run_the_other_sections()
-        results = dpo.get()        # waits; an error in the block kills the second process
 
 Every argument is independent and deterministic (its own seed), so the same arguments give
 the same results wherever they run. A task that fails (an exception, or a worker process
@@ -31,7 +27,6 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from multiprocessing.pool import AsyncResult
 from pathlib import Path
 from typing import Any
 
@@ -174,22 +169,6 @@ def _ended_on_interrupt(pool: ProcessPoolExecutor) -> Iterator[ProcessPoolExecut
         pool.shutdown(wait=True)
         raise
     pool.shutdown(wait=True)
-
-
-@contextmanager
-def beside(fn: Callable[..., Any], *args: Any, threads: int = 1) -> Iterator[AsyncResult]:
-    """Start fn(*args) in a second process (torch limited to `threads`) and yield its pending
-    result, whose .get() waits for fn's value or raises its error; this process goes on.
-
-    Ctrl-C reaches this process alone (the second ignores it; the caller turns it into a
-    one-line stop), and leaving the block ends the second process, finished or not: an error
-    or a stop here leaves no orphan computing. Get the result inside the block.
-    """
-    pool = SPAWN.Pool(1, _ignore_ctrl_c)
-    try:
-        yield pool.apply_async(_with_threads, (threads, fn, *args))
-    finally:
-        pool.terminate()
 
 
 def init_ray(address: str | None, num_cpus: int | None = None):

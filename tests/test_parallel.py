@@ -1,9 +1,7 @@
 """run_many: the same results in this process, in local processes and on Ray; failed and
-killed tasks are rerun. beside: one function in a second process, none left behind."""
+killed tasks are rerun."""
 
-import multiprocessing
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -12,7 +10,7 @@ import pytest
 import torch
 
 from arl.errors import ArlError
-from arl.parallel import Where, beside, run_many
+from arl.parallel import Where, run_many
 
 
 def seeded_draw(seed: int, n: int) -> list[float]:
@@ -149,21 +147,3 @@ def test_rollout_workers_sample_what_the_learner_would_and_survive_a_kill(ray_lo
         assert slow.next() == local.next()
     finally:
         slow.close()
-
-
-def draw_ignoring_ctrl_c(seed: int, n: int) -> tuple[list[float], bool]:
-    """seeded_draw, and whether this process ignores Ctrl-C (SIGINT)."""
-    return seeded_draw(seed, n), signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-
-
-def test_beside_runs_one_function_in_a_second_process_and_leaves_none_behind():
-    with beside(draw_ignoring_ctrl_c, 3, 2) as job:
-        assert len(multiprocessing.active_children()) == 1
-        draw, ignores = job.get(timeout=120)
-    assert draw == seeded_draw(3, 2)[:-1] + [1.0] and ignores  # one torch thread, no Ctrl-C
-    assert multiprocessing.active_children() == []
-    # an error beside it ends the second process at once, finished or not
-    t0 = time.monotonic()
-    with pytest.raises(RuntimeError, match="stop"), beside(time.sleep, 60):
-        raise RuntimeError("stop")
-    assert multiprocessing.active_children() == [] and time.monotonic() - t0 < 30

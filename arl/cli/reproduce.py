@@ -42,6 +42,21 @@ PROBLEM_NUMBERS = (
 # the keys of arl.experiments.exercises.EXERCISES (a test checks): Chapter 15's exercises
 EXERCISE_NUMBERS = (1, 2, 3, 4, 5, 6)
 
+# `reproduce problem` and `exercise`: (help, description), {valid} standing for the numbers
+PROBLEM_TEXTS = (
+    "an Appendix B problem reproduced on the gym over seeds (N: {valid}, or all)",
+    "Reproduce Appendix B's Problem N on the gym over seeds, judged by a paired effect (mean +- "
+    "2 SE over seeds); N is one of {valid}, or `all` for every problem in sequence with one "
+    "summary table.",
+)
+EXERCISE_TEXTS = (
+    "a Chapter 15 exercise run on the gym over seeds (N: {valid}, or all)",
+    "Run Chapter 15's Exercise N on the gym over seeds, judged by a per-seed effect (mean +- 2 "
+    "SE over seeds); N is one of {valid}, or `all` for every exercise in sequence with one "
+    "summary table. (Exercise 7, the design review, is worked in docs/ch15.md with `arl "
+    "reproduce problem 29`.)",
+)
+
 
 def log(line: str) -> None:
     """A progress line, to stderr at once."""
@@ -63,7 +78,8 @@ def cmd_ch15(args: argparse.Namespace) -> int:
     cfg = ch15.Ch15Config()
     cfg = cfg.quick() if args.quick else cfg
     seeds = seeds_of(args)
-    workers = args.workers or min(max(len(seeds), 2), os.cpu_count() or 1)
+    # a seed's sections run as tasks side by side (ch15_plan): up to 8 at once per seed
+    workers = args.workers or min(8 * len(seeds), os.cpu_count() or 1)
     if args.retable:
         payload = ch15_seeds.retable(Path(args.out))
     else:
@@ -125,8 +141,8 @@ def add_seed_flags(p: argparse.ArgumentParser, seeds: int, what: str) -> None:
         "--workers",
         type=int_in(1, 64),
         default=None,
-        help="parallel processes (default: one per core, at most one per seed; ch15 gives "
-        "a lone seed two, its DPO section in the second)",
+        help="parallel processes (default: one per core, at most one per seed; ch15 runs "
+        "each seed's sections side by side as soon as their inputs are ready)",
     )
     add_ray_flag(p)
 
@@ -229,31 +245,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--out", default="runs/ch15", help="output directory")
     c.set_defaults(func=cmd_ch15)
 
-    valid = ", ".join(str(n) for n in PROBLEM_NUMBERS)
-    q = rs.add_parser(
-        "problem",
-        help=f"an Appendix B problem reproduced on the gym over seeds (N: {valid}, or all)",
-        description=f"Reproduce Appendix B's Problem N on the gym over seeds, judged by a paired "
-        f"effect (mean +- 2 SE over seeds); N is one of {valid}, or `all` for every problem "
-        "in sequence with one summary table.",
-    )
-    add_judged_flags(q, "problem", valid)
-    q.set_defaults(func=cmd_problem)
-    valid = ", ".join(str(n) for n in EXERCISE_NUMBERS)
-    x = rs.add_parser(
-        "exercise",
-        help=f"a Chapter 15 exercise run on the gym over seeds (N: {valid}, or all)",
-        description=f"Run Chapter 15's Exercise N on the gym over seeds, judged by a per-seed "
-        f"effect (mean +- 2 SE over seeds); N is one of {valid}, or `all` for every exercise "
-        "in sequence with one summary table. (Exercise 7, the design review, is worked in "
-        "docs/ch15.md with `arl reproduce problem 29`.)",
-    )
-    add_judged_flags(x, "exercise", valid)
-    x.set_defaults(func=cmd_exercise)
+    add_judged(rs, "problem", PROBLEM_NUMBERS, cmd_problem, PROBLEM_TEXTS)
+    add_judged(rs, "exercise", EXERCISE_NUMBERS, cmd_exercise, EXERCISE_TEXTS)
 
 
-def add_judged_flags(q: argparse.ArgumentParser, kind: str, valid: str) -> None:
-    """The flags `problem` and `exercise` share: N, --quick, the seeds, --out, --overwrite."""
+def add_judged(rs, kind: str, numbers: tuple[int, ...], func, texts: tuple[str, str]) -> None:
+    """`reproduce problem|exercise N` (N among `numbers`, or all), judged over seeds: the
+    parser, its texts, and the flags both share (N, --quick, the seeds, --out, --overwrite)."""
+    valid = ", ".join(str(n) for n in numbers)
+    help_, description = (text.format(valid=valid) for text in texts)
+    q = rs.add_parser(kind, help=help_, description=description)
+    q.set_defaults(func=func)
     q.add_argument(
         "number", type=problem_number, metavar="N", help=f"the {kind}: one of {valid}, or all"
     )

@@ -1,24 +1,23 @@
 """Chapter 15 reproduced: SFT, RFT and expert iteration, DPO, four recipes, design problems.
 
 `run(config)` measures every number of the book's Chapter 15 table on the BugFix gym
-and TinyAgent for one seed; ch15_seeds runs seeds in parallel processes, resumes
-finished ones, and writes results.json, table.md (ch15_table: each claim as a rule
-with 2-SE margins; ch15_summary: k of N seeds) and the figures (ch15_figures). Each
-section is one small function; all of them start from the same weak base. Nothing here
-is tuned to the book's numbers: the rules check the mechanism (an ordering, a plateau,
-a collapse), never a value.
+and TinyAgent for one seed, the sections in order in one process; ch15_plan runs the same
+sections as tasks across processes (each as soon as the models it needs are made);
+ch15_seeds runs the seeds, resumes finished ones, and writes results.json, table.md
+(ch15_table: each claim as a rule with 2-SE margins; ch15_summary: k of N seeds) and the
+figures (ch15_figures). Each section is one small function of the models it starts from;
+all of them start from the same weak base. Nothing here is tuned to the book's numbers: the
+rules check the mechanism (an ordering, a plateau, a collapse), never a value.
 """
 
 from __future__ import annotations
 
 import copy
-import io
 import math
 import random
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -31,8 +30,7 @@ from arl.gym import default_vocab
 from arl.gym.families import FAMILIES
 from arl.gym.tasks import all_tasks, tasks_for
 from arl.losses import masked_mean, sft_loss, token_logprobs
-from arl.model import TinyAgent, TinyAgentConfig
-from arl.parallel import beside
+from arl.model import TinyAgent
 from arl.progress import Progress, report, reporting
 from arl.train.bases import (
     new_model,
@@ -108,7 +106,19 @@ def eval_weak(cfg: Ch15Config, weak: TinyAgent) -> dict:
 def section_sft(cfg: Ch15Config) -> tuple[dict, TinyAgent, TinyAgent, TinyAgent]:
     """Weak base metrics, then oracle SFT evaluated every few steps; returns the models too."""
     weak = weak_base(cfg.base)
-    weak_eval = eval_weak(cfg, weak)
+    weak_part = sft_weak_part(cfg, weak)
+    oracle_part, cold, final = sft_oracle_part(cfg)
+    return sft_result(weak_part, oracle_part), weak, cold, final
+
+
+def sft_weak_part(cfg: Ch15Config, weak: TinyAgent) -> dict:
+    """What section_sft measures of the weak base alone: its evaluation and its copy rate."""
+    return {"eval": eval_weak(cfg, weak), "copy_rate": copy_probe(weak, all_tasks())["copy_rate"]}
+
+
+def sft_oracle_part(cfg: Ch15Config) -> tuple[dict, TinyAgent, TinyAgent]:
+    """Oracle SFT from the (cached) weak base, evaluated every few steps: its curve, its cold
+    start and the final model's copy rate; and the cold-start and final models."""
     curve: list[dict] = []
 
     def hook(step: int, model: TinyAgent) -> dict:
@@ -117,12 +127,18 @@ def section_sft(cfg: Ch15Config) -> tuple[dict, TinyAgent, TinyAgent, TinyAgent]
 
     final, cold, history = train_oracle_sft(cfg.base, hook, cfg.sft_eval_every)
     cold_info = next(r["cold_start"] for r in history if "cold_start" in r)
-    out = {"weak_base": weak_eval, "oracle_sft_curve": curve, "cold_start": cold_info}
-    out["copy_probe"] = {
-        "weak_base": copy_probe(weak, all_tasks())["copy_rate"],
-        "oracle_sft": copy_probe(final, all_tasks())["copy_rate"],
+    copy_rate = copy_probe(final, all_tasks())["copy_rate"]
+    return {"curve": curve, "cold_start": cold_info, "copy_rate": copy_rate}, cold, final
+
+
+def sft_result(weak_part: dict, oracle_part: dict) -> dict:
+    """Section 15.2's results from its two parts, under their keys in results.json."""
+    return {
+        "weak_base": weak_part["eval"],
+        "oracle_sft_curve": oracle_part["curve"],
+        "cold_start": oracle_part["cold_start"],
+        "copy_probe": {"weak_base": weak_part["copy_rate"], "oracle_sft": oracle_part["copy_rate"]},
     }
-    return out, weak, cold, final
 
 
 # --- 15.3 RFT and expert iteration -----------------------------------------------------------
@@ -184,16 +200,27 @@ def reinforce(
     return [{"rl_step": r["step"], **r} for r in history if "train" in r]
 
 
-def section_recipes(cfg: Ch15Config, weak: TinyAgent, cold: TinyAgent, sft: dict, rft: dict):
-    """The four recipes on a shared x-axis of gradient steps, and what each one consumed."""
-    start = sft["cold_start"]["step"]
+def rl_from_cold(cfg: Ch15Config, cold: TinyAgent) -> list[dict]:
+    """The SFT-then-RL recipe's RL arm: REINFORCE from the cold-start checkpoint."""
+    model = copy.deepcopy(cold)
+    return reinforce(model, cfg, cfg.rl_steps_cold, cfg.base.seed + 1, evaluator(cfg, 1000))
 
-    sft_then_rl = reinforce(
-        copy.deepcopy(cold), cfg, cfg.rl_steps_cold, cfg.base.seed + 1, evaluator(cfg, 1000)
-    )
-    rl_only = reinforce(
+
+def rl_from_weak(cfg: Ch15Config, weak: TinyAgent) -> list[dict]:
+    """The RL-only recipe: REINFORCE from the weak base."""
+    return reinforce(
         copy.deepcopy(weak), cfg, cfg.rl.steps, cfg.base.seed + 2, evaluator(cfg, 2000)
     )
+
+
+def section_recipes(cfg: Ch15Config, weak: TinyAgent, cold: TinyAgent, sft: dict, rft: dict):
+    """The four recipes on a shared x-axis of gradient steps, and what each one consumed."""
+    return recipes_result(cfg, sft, rft, rl_from_cold(cfg, cold), rl_from_weak(cfg, weak))
+
+
+def recipes_result(cfg: Ch15Config, sft: dict, rft: dict, sft_then_rl: list, rl_only: list):
+    """Section 15.5's results from the SFT and RFT sections and the two RL arms' records."""
+    start = sft["cold_start"]["step"]
     weak_row = sft["oracle_sft_curve"][0]
 
     def points(records: list[dict], key: str, offset: int = 0) -> list[dict]:
@@ -261,10 +288,11 @@ def section_groups(cfg: Ch15Config, cold: TinyAgent, final: TinyAgent) -> dict:
     }
 
 
-def section_template(cfg: Ch15Config, final_sft: TinyAgent) -> dict:
-    """Demonstrations rendered without <obs> </obs>: train on them, act in the real format."""
+def section_template(cfg: Ch15Config, weak: TinyAgent, final_sft: TinyAgent) -> dict:
+    """Demonstrations rendered without <obs> </obs>: train on them (from the weak base), act
+    in the real format."""
     stripped = oracle_sft_data(wrap_obs=False)  # the oracle-SFT data, only the template differs
-    model = weak_base(cfg.base)
+    model = copy.deepcopy(weak)
     steps = cfg.base.oracle_sft.steps
     say = lambda step, _: report(f"SFT on stripped demos, step {step}/{steps}")  # noqa: E731
     sft_train(model, stripped, cfg.base.oracle_sft, hook=say, hook_every=1)
@@ -289,36 +317,16 @@ def section_template(cfg: Ch15Config, final_sft: TinyAgent) -> dict:
 SECTIONS = ("tokens", "sft", "rft", "public_rft", "dpo", "recipes", "groups", "template")
 
 
-def _dpo_apart(cfg: Ch15Config, shape: dict, weights: bytes, since: float) -> tuple[dict, float]:
-    """section_dpo in a second process (parallel.beside); the weak base comes as its shape and
-    its state dict's bytes, `since` is the seed's start (time.monotonic), so its progress
-    lines count from there. Returns the section's results and its seconds."""
-    weak = TinyAgent(TinyAgentConfig(**shape))
-    weak.load_state_dict(torch.load(io.BytesIO(weights), weights_only=True))
-    t0 = time.perf_counter()
-    bar = Progress(f"[seed {cfg.base.seed}]", t0=since)
-    with reporting(lambda text: bar.event(f"dpo: {text}")):
-        out = section_dpo(cfg, weak)
-    return out, round(time.perf_counter() - t0, 1)
+def eval_n(cfg: Ch15Config) -> dict[str, int]:
+    """Episodes per evaluation on each split."""
+    return {s: len(tasks_for(s)) * cfg.eval_samples for s in ("train", "heldout")}
 
 
-def _dpo_beside(cfg: Ch15Config, weak: TinyAgent, since: float):
-    """DPO started in a second process (see parallel.beside), as a context manager."""
-    weights = io.BytesIO()
-    torch.save(weak.state_dict(), weights)
-    return beside(_dpo_apart, cfg, asdict(weak.config), weights.getvalue(), since)
-
-
-def run(
-    cfg: Ch15Config, progress: Callable[[str], None] = lambda name: None, apart: bool = False
-) -> dict:
-    """Every section once, for one seed; returns the results (plain JSON-able data, plus the
-    three models under `_models`). `apart`: DPO, the longest section after SFT, runs in a
-    second process beside the others (a second core for one seed); the sections share no
-    random state, so the results are the same either way."""
-    R: dict = {"seed": cfg.base.seed, "timings_s": {}}
-    since = time.monotonic()  # the DPO process's progress lines count from here
-    R["eval_n"] = {s: len(tasks_for(s)) * cfg.eval_samples for s in ("train", "heldout")}
+def run(cfg: Ch15Config, progress: Callable[[str], None] = lambda name: None) -> dict:
+    """Every section once, in order, in this process, for one seed; returns the results
+    (plain JSON-able data, plus the three models under `_models`). ch15_plan runs the same
+    sections split into tasks across processes, with the same results."""
+    R: dict = {"seed": cfg.base.seed, "timings_s": {}, "eval_n": eval_n(cfg)}
 
     def timed(name: str, fn):
         progress(name)
@@ -331,30 +339,29 @@ def run(
     R["tokens"] = timed("tokens", lambda: section_tokens(cfg))
     sft, weak, cold, final = timed("sft", lambda: section_sft(cfg))
     R["sft"] = sft
-    if apart:
-        progress("dpo, in a second process")
-    with _dpo_beside(cfg, weak, since) if apart else nullcontext() as dpo:
-        R["rft"] = timed("rft", lambda: section_rft(cfg, weak))
-        R["public_rft"] = timed("public_rft", lambda: section_public_rft(cfg, weak))
-        R["dpo"] = None if apart else timed("dpo", lambda: section_dpo(cfg, weak))
-        R["timings_s"]["dpo"] = R["timings_s"].get("dpo")  # keys in the same order either way
-        R["recipes"] = timed("recipes", lambda: section_recipes(cfg, weak, cold, sft, R["rft"]))
-        R["groups"] = timed("groups", lambda: section_groups(cfg, cold, final))
-        R["template"] = timed("template", lambda: section_template(cfg, final))
-        if apart:
-            R["dpo"], R["timings_s"]["dpo"] = dpo.get()
+    R["rft"] = timed("rft", lambda: section_rft(cfg, weak))
+    R["public_rft"] = timed("public_rft", lambda: section_public_rft(cfg, weak))
+    R["dpo"] = timed("dpo", lambda: section_dpo(cfg, weak))
+    R["recipes"] = timed("recipes", lambda: section_recipes(cfg, weak, cold, sft, R["rft"]))
+    R["groups"] = timed("groups", lambda: section_groups(cfg, cold, final))
+    R["template"] = timed("template", lambda: section_template(cfg, weak, final))
     R["_models"] = {"weak_base": weak, "sft_cold": cold, "sft_final": final}
     return R
 
 
-def run_seed(cfg: Ch15Config, seed: int, checkpoints: str = "", apart: bool = False) -> dict:
-    """One seed in this process, one torch thread (DPO in a second process if `apart`); a
-    progress line per section goes to stderr (`[seed 0] dpo (at 12 s)`). Saves the three
-    models under `checkpoints` if given. Returns JSON-able results."""
+def save_models(models: dict[str, TinyAgent], checkpoints: str, seed: int) -> None:
+    """The weak base and the two SFT models as checkpoints under `checkpoints`."""
+    for name, model in models.items():
+        save_checkpoint(model, Path(checkpoints) / name, extra={"seed": seed})
+
+
+def run_seed(cfg: Ch15Config, seed: int, checkpoints: str = "") -> dict:
+    """One seed in this process, one torch thread, the sections in order; a progress line per
+    section goes to stderr (`[seed 0] dpo (at 12 s)`). Saves the three models under
+    `checkpoints` if given. Returns JSON-able results."""
     torch.set_num_threads(1)
     scfg = replace(cfg, base=replace(cfg.base, seed=seed))
-    R = run(scfg, Progress(f"[seed {seed}]").event, apart)
+    R = run(scfg, Progress(f"[seed {seed}]").event)
     if checkpoints:
-        for name, model in R["_models"].items():
-            save_checkpoint(model, Path(checkpoints) / name, extra={"seed": seed})
+        save_models(R["_models"], checkpoints, seed)
     return {k: v for k, v in R.items() if not k.startswith("_")}

@@ -1,5 +1,6 @@
-"""Chapter 15 over many seeds: seeds in parallel processes, a resume after a kill, and the
-files (results.json, table.md from ch15_table's rules and ch15_summary, figures from
+"""Chapter 15 over many seeds: in one process, as tasks on several (ch15_plan: each seed's
+sections as soon as their inputs are ready), or whole seeds on Ray; a resume after a kill;
+the files (results.json, table.md from ch15_table's rules and ch15_summary, figures from
 ch15_figures).
 
 A finished seed is saved to results.partial.json at once, so a killed run loses only the
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict
+from contextlib import closing
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from arl.errors import ArlError
-from arl.experiments.ch15 import Ch15Config, run_seed
+from arl.experiments import ch15_plan
+from arl.experiments.ch15 import Ch15Config, run_seed, save_models
 from arl.experiments.ch15_figures import draw_figures
 from arl.experiments.ch15_summary import aggregate, cost_table, markdown
 from arl.experiments.ch15_table import rows
@@ -76,10 +79,10 @@ def run_seeds(
     overwrite: bool = False,
     log: Callable[[str], None] = lambda line: None,
 ) -> dict:
-    """Run every seed (in `workers` processes, or as Ray tasks at `ray`: "local" or a cluster
-    address; a lone seed with two workers runs its DPO section in the second), resuming
-    finished seeds from results.partial.json; write results.json, table.md and the figures;
-    return the payload. Same seeds, same results wherever they ran."""
+    """Run every seed (in this process; with `workers` >= 2 its sections as tasks on that many
+    processes, see ch15_plan; or whole seeds as Ray tasks at `ray`: "local" or a cluster
+    address), resuming finished seeds from results.partial.json; write results.json, table.md
+    and the figures; return the payload. Same seeds, same results wherever they ran."""
     with claim_output_dir(out, "reproduce ch15", OWNED, overwrite=overwrite, reuse=not overwrite):
         return _run_seeds(cfg, seeds, out, quick, Where(workers=workers, ray=ray), log)
 
@@ -102,16 +105,28 @@ def _run_seeds(cfg, seeds, out, quick, where: Where, log) -> dict:
             f"({len(set(done) & set(seeds))}/{len(seeds)}){nodes.line(R['seed'])}"
         )
 
-    # one seed left and two cores for it: its DPO runs in a second process (same results)
-    apart = where.ray is None and where.workers >= 2 and len(todo) == 1
-    jobs = [(cfg, seed, ckpt(seed), apart) for seed in todo]
-    for _, R in run_many(run_seed, jobs, where, nodes):
-        finished(R)  # as each seed finishes: a kill loses only the seeds in flight
+    if where.ray is None and where.workers >= 2:  # the sections of every seed as tasks
+        # closing: an error here (or Ctrl-C) ends the worker processes at once
+        with closing(ch15_plan.run_seeds(cfg, todo, where)) as seeds_done:
+            for seed, tasks in seeds_done:
+                _keep(cfg, seed, tasks, ckpt(seed), finished)
+    else:  # in this process, or whole seeds as Ray tasks (no cache shared across nodes)
+        jobs = [(cfg, seed, ckpt(seed)) for seed in todo]
+        for _, R in run_many(run_seed, jobs, where, nodes):
+            finished(R)  # as each seed finishes: a kill loses only the seeds in flight
     payload = write_outputs(
         out, {**_settings(cfg, quick), "seeds": seeds, "runs": [done[s] for s in seeds]}
     )
     (out / "results.partial.json").unlink(missing_ok=True)
     return payload
+
+
+def _keep(cfg: Ch15Config, seed: int, tasks: dict, ckpt: Folder | str, finished) -> None:
+    """A seed whose tasks are all done: its checkpoints (if `ckpt`), then its results."""
+    scfg = replace(cfg, base=replace(cfg.base, seed=seed))
+    if ckpt:
+        save_models(ch15_plan.models_of(tasks), ckpt.path, seed)
+    finished(ch15_plan.assemble(scfg, tasks))  # a kill loses only the seeds in flight
 
 
 def write_outputs(out: Path, payload: dict) -> dict:
