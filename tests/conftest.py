@@ -8,14 +8,20 @@ torch.set_num_threads(1)  # tiny models are overhead-bound; one thread never sta
 
 
 @pytest.fixture(scope="module")
-def private_cache(tmp_path_factory):
-    """A private base cache for one test module (its quick bases train once) and one thread."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ARL_CACHE", str(tmp_path_factory.mktemp("cache")))
+def one_thread():
+    """One torch thread for a test module, restored after it (a CLI call may change it)."""
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def private_cache(tmp_path_factory, one_thread):
+    """A private base cache for one test module (its quick bases train once) and one thread."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ARL_CACHE", str(tmp_path_factory.mktemp("cache")))
+    yield
     mp.undo()
 
 

@@ -22,12 +22,7 @@ from arl.types import ENV, POLICY, PROMPT, Trajectory
 TOL = 1e-6
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def episode(rng: random.Random, n: int, ends_on_policy: bool = False) -> Trajectory:

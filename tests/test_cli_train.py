@@ -15,12 +15,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pg.json"
 SMALL = ["--set", "tasks_per_step=2", "--set", "group_size=2", "--set", "minibatches=1"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture()
