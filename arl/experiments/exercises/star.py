@@ -144,13 +144,13 @@ def draw(per_seed: list[dict], path) -> None:
     fig, (a, b) = new_figure(2)
     for i, arm in enumerate((EI, STAR)):
         for ax, keys in (
-            (a, (("covered", "-"), ("init_covered", "--"))),
-            (b, (("train", "-"), ("train_init", "--"))),
+            (a, (("covered", "-", "all tasks"), ("init_covered", "--", "init tasks"))),
+            (b, (("train", "-", "all tasks"), ("train_init", "--", "init tasks"))),
         ):
-            for key, style in keys:
+            for key, style, what in keys:
                 v = np.array([[r[key] for r in s["runs"][arm]] for s in per_seed])
                 t = np.arange(1, v.shape[1] + 1)
-                mean_band(ax, t, v, f"C{i}", f"{arm}: {key}", style)
+                mean_band(ax, t, v, f"C{i}", f"{arm}: {what}", style)
     a.set_ylabel("training tasks in the round's SFT data")
     b.set_ylabel("train pass rate (hidden tests)")
     for ax in (a, b):
