@@ -119,6 +119,44 @@ def test_cached_rollout_equals_recomputed_rollout(policy):
     assert [t.logprobs_T for t in a] == [t.logprobs_T for t in c]
 
 
+def test_appends_take_logits_at_each_rows_last_token_only_and_equal_the_full_head(policy):
+    """extend passes logits_to_keep (the rows' distinct last columns) on multi-token appends;
+    its (B, V) logits equal those of the LM head over every column, read at each row's last."""
+    g, V = torch.Generator().manual_seed(0), policy.config.vocab_size
+    steps = [
+        (torch.randint(V, (3, 6), generator=g), torch.tensor([6, 2, 4])),  # a prefill
+        (torch.randint(V, (3, 5), generator=g), torch.tensor([1, 5, 3])),  # observations
+    ]
+    seen, real = [], policy.model.forward
+
+    def spy(*a, **kw):
+        seen.append(kw.get("logits_to_keep"))
+        return real(*a, **kw)
+
+    out = {}
+    for keeps in (True, False):
+        policy._keeps_logits, got = keeps, []
+        cache = policy.new_cache(3)
+        policy.model.forward = spy
+        try:
+            for ids, n in steps:
+                ids = (
+                    ids
+                    if ids is not None
+                    else torch.randint(V, (3, 5), generator=torch.Generator().manual_seed(1))
+                )
+                with torch.no_grad():
+                    got.append(policy.extend(ids, n, cache))
+        finally:
+            policy.model.forward = real
+            policy._keeps_logits = True
+        out[keeps] = got
+    assert [k.tolist() for k in seen[:2]] == [[1, 3, 5], [0, 2, 4]]  # distinct last columns
+    assert seen[2:] == [None, None]
+    for a, b in zip(out[True], out[False], strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
 def test_load_errors_are_one_line(tmp_path):
     with pytest.raises(ArlError, match="--model"):
         load_hf(str(tmp_path / "missing"))

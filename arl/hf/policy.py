@@ -76,6 +76,7 @@ class HFPolicy(nn.Module):
         limit = getattr(cfg, "max_position_embeddings", None) or 4096
         params = inspect.signature(model.forward).parameters  # transformers 5 renamed it
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        self._keeps_logits = "logits_to_keep" in params  # the LM head on chosen positions only
         self.config = HFShape(
             int(model.get_output_embeddings().weight.shape[0]), int(min(block_size or limit, limit))
         )
@@ -121,12 +122,16 @@ class HFPolicy(nn.Module):
         pos = cache.lengths[:, None] + offs[None, :]  # (B, S) each row's own positions
         mask = torch.cat([cache.mask, real], dim=1)  # (B, T_cache + S)
         kw = {self._cache_arg: cache.past} if cache.past is not None else {}
+        last = (n_new - 1).clamp(min=0)  # (B,)
+        keep = torch.unique(last) if S > 1 and self._keeps_logits else None  # (K,) sorted
+        if keep is not None:  # an appended observation: logits at the K rows' last columns only
+            kw["logits_to_keep"] = keep
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **kw)
         cache.past = getattr(out, "cache", None) or out.past_key_values
         cache.mask = mask
         cache.lengths = cache.lengths + n_new
-        last = (n_new - 1).clamp(min=0)  # (B,)
-        return out.logits[torch.arange(B, device=ids.device), last].float()  # (B, V)
+        col = last if keep is None else torch.searchsorted(keep, last)  # (B,) into the logits
+        return out.logits[torch.arange(B, device=ids.device), col].float()  # (B, V)
 
     def save(self, path: str | Path) -> Path:
         """A `from_pretrained` directory: the model and its tokenizer, every file with the
