@@ -27,6 +27,7 @@ from arl.experiments.problems.common import (
     Ctx,
     Problem,
     first_last,
+    mean_band,
     new_figure,
     rl_config,
     save_figure,
@@ -159,9 +160,7 @@ def draw(per_seed: list[dict], path: Path) -> None:
         for a, v in ((ax, y), (diff, y - base)):
             if a is diff and name == BASE:
                 continue
-            m, se = v.mean(0), sem(v)
-            a.plot(k, m, style, color=f"C{i}", lw=1.6, label=name)
-            a.fill_between(k, m - se, m + se, color=f"C{i}", alpha=0.18, lw=0)
+            mean_band(a, k, v, f"C{i}", name, style, lw=1.6)
     for a, label in (
         (ax, "pass@k (unbiased; mean over tasks)"),
         (diff, "pass@k, arm minus base"),
