@@ -133,23 +133,18 @@ def test_appends_take_logits_at_each_rows_last_token_only_and_equal_the_full_hea
         seen.append(kw.get("logits_to_keep"))
         return real(*a, **kw)
 
-    out = {}
+    out, was = {}, policy._keeps_logits
     for keeps in (True, False):
         policy._keeps_logits, got = keeps, []
         cache = policy.new_cache(3)
         policy.model.forward = spy
         try:
             for ids, n in steps:
-                ids = (
-                    ids
-                    if ids is not None
-                    else torch.randint(V, (3, 5), generator=torch.Generator().manual_seed(1))
-                )
                 with torch.no_grad():
                     got.append(policy.extend(ids, n, cache))
         finally:
             policy.model.forward = real
-            policy._keeps_logits = True
+            policy._keeps_logits = was
         out[keeps] = got
     assert [k.tolist() for k in seen[:2]] == [[1, 3, 5], [0, 2, 4]]  # distinct last columns
     assert seen[2:] == [None, None]
