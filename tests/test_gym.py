@@ -36,6 +36,24 @@ def test_task_counts_and_name_split():
 # --- shortcuts: for each thing the gym tells a policy, a scripted policy that tries it ---------
 
 
+def test_held_out_and_fresh_listings_are_not_training_listings_renamed():
+    """Held out means patch-disjoint: once names are removed (the function's, the
+    accumulator's), no held-out or fresh listing is any training listing, none repeats, and
+    every family has held-out and fresh functions."""
+    from arl.gym.fresh import body, fresh_tasks
+
+    train = {body(t): t.about for t in tasks_for("train")}
+    others = tasks_for("heldout") + fresh_tasks()
+    assert [t.about for t in others if body(t) in train] == []
+    assert len({body(t) for t in others}) == len(others)
+    for family in FAMILIES:
+        assert sum(t.family == family for t in tasks_for("heldout")) >= 1
+        assert sum(t.family == family for t in fresh_tasks()) >= 1
+    # the check sees a renamed training function
+    t = tasks_for("train")[0]
+    assert body(t.renamed("tally")) in train
+
+
 def test_a_held_out_name_shares_its_pieces_with_training_names(vocab):
     train = tasks_for("train")
     for t in tasks_for("heldout"):

@@ -250,17 +250,17 @@ TEMPLATES: tuple[Template, ...] = (
             return out
     """),
     Template("minmax", "heldout", ("xs+",), """
-        def peak(xs):
-            best = xs[0]
+        def largest_square(xs):
+            best = xs[0] * xs[0]
             for x in xs:
-                best = max(best, x)
+                best = max(best, x * x)
             return best
     """),
     Template("minmax", "heldout", ("xs", "t"), """
-        def clip_high(xs, t):
+        def cap_doubled(xs, t):
             out = []
             for x in xs:
-                out.append(min(x, t))
+                out.append(min(2 * x, t))
             return out
     """),
     # --- div: floor division where true division is meant ---
@@ -293,17 +293,17 @@ TEMPLATES: tuple[Template, ...] = (
             return total / 2
     """),
     Template("div", "heldout", ("xs+",), """
-        def average_of(xs):
+        def twice_mean(xs):
             total = 0
             for x in xs:
                 total += x
-            return total / len(xs)
+            return 2 * total / len(xs)
     """),
     Template("div", "heldout", ("xs", "t+"), """
-        def per_unit(xs, t):
+        def scale_doubled(xs, t):
             out = []
             for x in xs:
-                out.append(x / t)
+                out.append(2 * x / t)
             return out
     """),
 )

@@ -36,7 +36,7 @@ from arl.train.pretrain import PretrainConfig, lm_pretrain
 from arl.train.sft import SFTConfig, sft_train
 from arl.types import Trajectory
 
-BASES_VERSION = 4  # bump when the recipe below changes, to invalidate cached checkpoints
+BASES_VERSION = 5  # bump when the recipe below changes, to invalidate cached checkpoints
 
 
 @dataclass(frozen=True)
