@@ -30,10 +30,11 @@ def calm(n: int = 3) -> dict[str, list[float]]:
 
 
 def test_a_gain_whose_lower_bound_clears_the_margin_is_adopted():
-    # mean 0.06, SE = 0.01 / sqrt(3) (std with ddof 1 of .05, .07, .06 is 0.01): lo = 0.04845
+    # mean 0.06, SE = 0.01 / sqrt(3) (std with ddof 1 of .05, .07, .06 is 0.01), t(0.975, 2)
+    # = 4.3027: lo = 0.06 - 0.02484 = 0.03516 > 0.02
     d = decide(RULE, [0.05, 0.07, 0.06], calm())
     assert d["decision"] == "ADOPT" and d["adopt"] and d["reasons"] == []
-    assert d["effect"]["lo"] == pytest.approx(0.06 - 2 * 0.01 / math.sqrt(3))
+    assert d["effect"]["lo"] == pytest.approx(0.06 - 4.302653 * 0.01 / math.sqrt(3))
     assert d["effect"]["k_above_margin"] == 3
 
 
@@ -82,7 +83,7 @@ def fake_pairs(monkeypatch):
         calls.append(seed)
         return {
             "seed": seed,
-            "effect": 0.05 + 0.01 * seed,
+            "effect": 0.05 + 0.001 * seed,  # 2 seeds: lo = 0.0505 - 12.706 * 0.0005 > 0.02
             "worse": {n: 0.0 for n, _ in rule.guardrails},
             "arms": {a: {"heldout_pass": 0.5} for a in ("base", "change")},
             "paired": {"b_better": 1, "a_better": 0, "ties": 9},
@@ -209,5 +210,5 @@ def test_problem_30_runs_one_pair_of_the_command_and_its_mechanism(quick_run, tm
     assert seed0["arms"] == adopt0["arms"] and seed0["effect"] == adopt0["effect"]
     assert seed0["mixed_groups"] > 0 and seed0["scale_gap"] < 1e-9
     assert 0 <= seed0["update_gap"] < 0.05
-    assert [c["key"] for c in r["claims"]] == ["scale_gap", "entropy_worse"]
+    assert [c["key"] for c in r["claims"]] == ["effect", "scale_gap", "entropy_worse"]
     assert (tmp_path / "problem-30.png").stat().st_size > 1000

@@ -252,10 +252,42 @@ def test_one_seed_has_no_spread_and_the_tables_are_markdown():
     table = aggregate([rows(book_result())])
     assert all(row["seeds"] == 1 and set(row["se"].values()) == {None} for row in table)
     lines = markdown(table).splitlines()
-    assert lines[1] == "| --- | --- | --- | --- | --- |" and lines[2].startswith("| action share")
-    assert lines[2].endswith("| yes (1/1) | " + table[0]["rule"] + " |")
+    # the book's claims and the lab's hypotheses counted apart, then the table
+    n_lab = sum(r["source"] == "lab" for r in table)
+    assert lines[0] == (
+        f"book claims: {sum(r['reproduced'] for r in table if r['source'] == 'book')} of "
+        f"{len(table) - n_lab} reproduce; lab hypotheses: "
+        f"{sum(r['reproduced'] for r in table if r['source'] == 'lab')} of {n_lab} reproduce."
+    )
+    assert n_lab == 1 and next(r["key"] for r in table if r["source"] == "lab") == "copy_probe"
+    assert lines[3] == "| --- | --- | --- | --- | --- | --- |"
+    assert lines[4].startswith("| book | action share")
+    assert lines[4].endswith("| yes (1/1) | " + table[0]["rule"] + " |")
     cost = {"rft": {"demonstrations": 0, "sampled_episodes": 320, "verifier_calls": 320}}
     assert cost_table(cost) == (
         "| recipe | demonstrations | sampled episodes | verifier calls |\n"
         "| --- | --- | --- | --- |\n| rft | 0 | 320 | 320 |\n"
     )
+
+
+def test_the_transfer_rows_report_the_fresh_split_beside_held_out():
+    """A run that measured the fresh split prints it in the oracle-SFT, four-recipes,
+    cold-start and RL-only rows (a run saved before it prints none); the rules stay on
+    held-out."""
+    R = book_result()
+    before = {r.key: (r.measured, r.reproduced) for r in rows(R)}
+    assert not any("fresh" in r.fmt for r in rows(R))
+    R["sft"]["fresh"] = {"oracle_sft": {"fresh": 0.83}, "weak_base": {"fresh": 0.1}}
+    R["recipes"]["fresh"] = {
+        "oracle_sft": 0.83,
+        "sft_then_rl": 0.8,
+        "rl_only": 0.21,
+        "weak_base": 0.1,
+    }
+    got = {r.key: r for r in rows(R)}
+    text = lambda key: got[key].fmt.format(**got[key].measured)  # noqa: E731
+    assert "fresh 0.83" in text("oracle_sft")
+    assert "fresh: oracle SFT 0.83, SFT+RL 0.80, RL only 0.21" in text("four_recipes")
+    assert "(fresh +0.59)" in text("cold_start")
+    assert "(fresh: 0.21 against 0.83 and 0.80)" in text("rl_only")
+    assert {k: r.reproduced for k, r in got.items()} == {k: v[1] for k, v in before.items()}

@@ -43,11 +43,19 @@ def test_unknown_problem_lists_the_available_ones(capsys):
 # --- the verdict over seeds ---------------------------------------------------------------
 
 
+def claim_(**kw) -> Claim:
+    return Claim(text="b", effect="e", source="book", passage="the book says", **kw)
+
+
 def test_a_claim_is_shown_only_when_its_interval_clears_the_threshold():
-    claim = Claim(book="b", effect="e", threshold=0.0, cause="because")
-    # mean 0.2, SE 0.1/sqrt(3) = 0.058: the 2-SE interval [0.085, 0.315] clears 0
-    assert judge(claim, [{"effect": x} for x in (0.1, 0.2, 0.3)])["shown"]
-    # same mean, wider spread: SE 0.173, interval [-0.15, 0.55] does not
+    claim = claim_(threshold=0.0, cause="because")
+    # mean 0.2, SE 0.01/sqrt(3) = 0.00577, t(0.975, 2) = 4.303: lower bound 0.175 clears 0
+    assert judge(claim, [{"effect": x} for x in (0.19, 0.2, 0.21)])["shown"]
+    # mean 0.2, SE 0.0577: 2 SE would clear 0 (0.085), the t bound does not (-0.048)
+    v = judge(claim, [{"effect": x} for x in (0.1, 0.2, 0.3)])
+    assert not v["shown"] and v["lo"] == pytest.approx(0.2 - 4.302653 * 0.1 / 3**0.5)
+    assert v["df"] == 2 and v["t"] == pytest.approx(4.302653)
+    # same mean, wider spread: SE 0.173, bounds [-0.55, 0.95] do not
     v = judge(claim, [{"effect": x} for x in (-0.1, 0.2, 0.5)])
     assert not v["shown"] and v["k"] == 2 and v["n"] == 3
     assert "NOT SHOWN" in verdict_line(claim, v) and "too few seeds" in verdict_line(claim, v)
@@ -56,7 +64,7 @@ def test_a_claim_is_shown_only_when_its_interval_clears_the_threshold():
     assert not v["shown"] and "because" in verdict_line(claim, v)
     # an identity that fails on one seed is not shown, whatever the effect
     assert not judge(claim, [{"effect": 1.0}, {"effect": 1.1, "holds": False}])["shown"]
-    below = Claim(book="b", effect="e", threshold=1e-4, below=True)
+    below = claim_(threshold=1e-4, below=True)
     assert judge(below, [{"effect": 1e-7}, {"effect": 2e-7}])["shown"]
     assert not judge(below, [{"effect": 1e-7}, {"effect": 1e-3}])["shown"]
 
@@ -79,25 +87,35 @@ def test_seeds_resume_after_a_failure_and_run_the_same_on_ray(tmp_path, monkeypa
     done = problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
     assert calls == [0, 1, 1]  # seed 0 was not rerun
     assert not (tmp_path / "a" / "results.partial.json").exists()
-    assert done["effect"]["n"] == 2 and [r["seed"] for r in done["per_seed"]] == [0, 1]
+    assert done["claims"][0]["effect"]["n"] == 2 and [r["seed"] for r in done["per_seed"]] == [0, 1]
     assert problems.run(1, [0, 1], quick=True, out=tmp_path / "a") == done  # read back
     assert calls == [0, 1, 1]
     with pytest.raises(ArlError, match="earlier run"):  # another problem's folder
         problems.run(2, [0], quick=True, out=tmp_path / "a")
     with pytest.raises(ArlError, match="another run"):  # the same problem at other settings
         problems.run(1, [0, 1], quick=False, out=tmp_path / "a")
-    # a changed rule (threshold, cause) judges the saved seeds again; a changed effect is refused
+    # a changed rule is refused until relocked; relocked (threshold), it judges the saved seeds
+    # again; a changed effect is another measurement, refused
+    from arl.experiments import locks
+
+    monkeypatch.setenv("ARL_LOCKS", str(tmp_path / "locks.json"))
+    locks.relock(["problem 1"], "the test's own lock file")
     real_get = problems.get
 
     def with_claim(**change):
         p = real_get(1)
-        monkeypatch.setattr(problems, "get", lambda n: replace(p, claim=replace(p.claim, **change)))
+        changed = replace(p, claim=replace(p.claim, **change))
+        monkeypatch.setattr(problems, "get", lambda n, kind="problem": changed)
 
     with_claim(threshold=1e9, cause="c")
+    with pytest.raises(ArlError, match="differs from the one locked"):
+        problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
+    locks.relock(["problem 1"], "a test raises the threshold")
     again = problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
     assert calls == [0, 1, 1] and done["shown"] and not again["shown"]
-    assert again["claim"]["threshold"] == 1e9
+    assert again["claims"][0]["claim"]["threshold"] == 1e9 and again["rule"]["relocks"] == 1
     with_claim(effect="another quantity")
+    locks.relock(["problem 1"], "a test changes the effect")
     with pytest.raises(ArlError, match="another run"):
         problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
     monkeypatch.setattr(problems, "get", real_get)
@@ -118,7 +136,7 @@ def test_seeds_resume_after_a_failure_and_run_the_same_on_ray(tmp_path, monkeypa
         ray.shutdown()
     strip = lambda rs: [{k: v for k, v in r.items() if k != "seconds"} for r in rs]  # noqa: E731
     assert strip(on_ray["per_seed"]) == strip(done["per_seed"])
-    assert on_ray["effect"] == done["effect"] and on_ray["shown"] == done["shown"]
+    assert on_ray["claims"] == done["claims"] and on_ray["shown"] == done["shown"]
 
 
 # --- every problem, quick -----------------------------------------------------------------
@@ -149,8 +167,12 @@ def test_one_problem_prints_its_claim_its_verdict_and_each_seed(every_problem, c
     results = json.loads((out / "results.json").read_text())
     print_problem(results, out)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"Problem 1 (quick): {results['claim']['book']}"
-    assert lines[1] == f"  {results['conclusion']}" and lines[2].startswith("  seed 0: ")
+    assert lines[0].startswith("Problem 1 (quick): ") and "book claims" in lines[0]
+    assert lines[1].startswith(f"  rule {results['rule']['fingerprint']} locked ")
+    assert "NOT the locked seeds" in lines[1]  # seed 0 is not one of them
+    c = results["claims"][0]
+    assert lines[2] == f"  [{c['claim']['source']}] {c['claim']['text']}: {c['conclusion']}"
+    assert lines[2 + len(results["claims"])].startswith("  seed 0: ")
     assert lines[-1].endswith(f"{out / 'problem-1.png'}]")
 
 
@@ -301,27 +323,35 @@ def test_problem_7_public_reward_raises_the_hack_hidden_reward_lowers_it():
 def test_problem_14_judges_each_of_its_claims_and_runs_every_arm(every_problem):
     r = seed0(every_problem, 14)
     arms = ("menu", "free-form, terse", "free-form, helpful", "SFT + free-form")
-    assert set(arms) <= set(r["history"]) and all(len(r["history"][a]) == 4 for a in arms)
-    assert "apply_rate" in r["history"]["free-form, helpful"][0]
+    steps = {a: [h["step"] for h in r["history"][a] if h["pass_rate"] is not None] for a in arms}
+    assert set(arms) <= set(r["history"]) and all(s == [1, 2, 3, 4] for s in steps.values())
+    helpful = r["history"]["free-form, helpful"]
+    assert any(h["apply_rate"] is not None for h in helpful)
+    # the claims read the fixed evaluation (steps 0, 2, 4), not the sampled batch
+    assert [h["step"] for h in helpful if h["eval/train_apply_rate"] is not None] == [0, 2, 4]
     results = json.loads((every_problem / "problem-14" / "results.json").read_text())
     keys = [c["key"] for c in results["claims"]]
-    assert keys == ["slower", "helpful_apply", "cold_apply", "cold_pass", "new_families"]
-    assert results["shown"] == (
-        results["effect"]["hi"] < 0.5 and all(c["shown"] for c in results["claims"])
-    )
+    assert keys == ["effect", "slower", "helpful_apply", "cold_apply", "cold_pass", "new_families"]
+    assert results["shown"] == all(c["shown"] for c in results["claims"])
     assert 0.0 <= r["new_families"] <= 1.0 and r["effect"] == pytest.approx(
-        r["free-form, helpful"]["apply_rate"]["first"], abs=1e-6
+        r["free-form, helpful"]["eval/train_apply_rate"]["first"], abs=1e-6
     )
 
 
 def test_more_claims_are_judged_over_seeds_like_the_first():
-    from arl.experiments.problems import judged
-    from arl.experiments.problems.common import Claim
+    from arl.experiments.problems import judge_all
+    from arl.experiments.problems.common import Problem
 
-    per_seed = [{"x": 0.91}, {"x": 0.95}, {"x": 0.93}]  # mean 0.93, SE 0.0115
-    c = judged("x", Claim(book="b", effect="e", threshold=0.9), per_seed)
-    assert c["shown"] and c["effect"]["k"] == 3 and c["effect"]["mean"] == pytest.approx(0.93)
-    c = judged("x", Claim(book="b", effect="e", threshold=0.92), per_seed)
+    def with_x(threshold: float) -> Problem:
+        more = (("x", claim_(threshold=threshold)),)
+        return Problem(lambda ctx: ({}, ""), claim_(), lambda rs, path: None, more=more)
+
+    # x: mean 0.93, SE 0.0115, t(0.975, 2) = 4.303: lower bound 0.880
+    per_seed = [{"effect": 1.0, "x": x} for x in (0.91, 0.95, 0.93)]
+    c = judge_all(with_x(0.85), per_seed)[1]
+    assert c["key"] == "x" and c["shown"] and c["effect"]["k"] == 3
+    assert c["effect"]["mean"] == pytest.approx(0.93)
+    c = judge_all(with_x(0.9), per_seed)[1]  # 2 SE would show it (0.907); t does not
     assert not c["shown"] and "too few seeds" in c["cause"]
 
 
@@ -388,7 +418,12 @@ def test_problem_29_runs_five_arms_at_equal_compute(every_problem):
         r["final"][SFT_DISTILL]["recovery"] - r["final"]["SFT"]["recovery"], abs=1e-5
     )
     results = json.loads((every_problem / "problem-29" / "results.json").read_text())
-    assert [c["key"] for c in results["claims"]] == ["recovery", "rl_cost", "distill_vs_rl"]
+    assert [c["key"] for c in results["claims"]] == [
+        "effect",
+        "recovery",
+        "rl_cost",
+        "distill_vs_rl",
+    ]
 
 
 def both(point):
@@ -411,6 +446,9 @@ def test_problem_6_plateau_and_reference_share_by_hand():
     assert plateau_change(h, "kl/ref_k3") == pytest.approx(0.25)
     flat = [{"step": i + 1, "kl/ref_k3": 0.02} for i in range(8)]
     assert plateau_change(flat, "kl/ref_k3") == 0.0
+    # a spike in the last quarter does not move its median (its mean would move 66x)
+    spiky = [{"step": i + 1, "kl/ref_k3": v} for i, v in enumerate([0.02] * 11 + [4.0])]
+    assert plateau_change(spiky, "kl/ref_k3") == 0.0
     steps = [{"time/ref": 1.0, "time/train": 4.0}, {"time/ref": 2.0, "time/train": 8.0}]
     assert ref_share(steps) == pytest.approx(0.25)
     assert ref_share([{"time/train": 4.0}]) == 0.0  # no reference, nothing to save
@@ -422,14 +460,16 @@ def test_problem_6_runs_its_four_arms_with_and_without_a_reference(every_problem
     r = seed0(every_problem, 6)
     assert set(ARMS) <= set(r["history"])
     # the KL is logged where there is a reference, and only there
-    assert all("kl/ref_k3" in h[1] for n, h in r["history"].items() if n != NONE)
+    assert all(h[1]["kl/ref_k3"] is not None for n, h in r["history"].items() if n != NONE)
     assert all(rec.get("kl/ref_k3") is None for rec in r["history"][NONE])
-    assert r["effect"] == pytest.approx(
-        r[NONE]["pass_rate"]["last"] - r[BETA]["pass_rate"]["last"], abs=1e-5
-    )
+    # the pass effects are the fixed evaluation's (steps 0, 2, 4), not the sampled batch's
+    evals = [h["step"] for h in r["history"][BETA] if h["eval/train_pass"] is not None]
+    assert evals == [0, 2, 4]
+    pass_ = "eval/train_pass"
+    assert r["effect"] == pytest.approx(r[NONE][pass_]["last"] - r[BETA][pass_]["last"], abs=1e-5)
     assert r["small_beta"] == pytest.approx(
-        r[SMALL]["pass_rate"]["last"] - r[BETA]["pass_rate"]["last"], abs=1e-5
+        r[SMALL][pass_]["last"] - r[BETA][pass_]["last"], abs=1e-5
     )
     assert 0 < r["ref_share"][BETA] < 1
     results = json.loads((every_problem / "problem-6" / "results.json").read_text())
-    assert [c["key"] for c in results["claims"]] == ["small_beta", "reset", "kl_flat"]
+    assert [c["key"] for c in results["claims"]] == ["effect", "small_beta", "reset", "kl_flat"]

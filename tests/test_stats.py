@@ -278,19 +278,54 @@ def test_align_tasks():
     assert stats.align_tasks(a, a) == (["t1", "t2"], 0, 0)
 
 
+def test_t_critical_against_scipy_and_the_table():
+    from scipy.stats import t
+
+    from arl.eval.stats import t_critical
+
+    # Student's t at one-sided 97.5%: 12.706 (df 1), 3.182 (df 3: four seeds), 2.365 (df 7:
+    # eight seeds), 1.960 as df grows; the 2-SE rule was too lax below about 60 seeds
+    assert t_critical(3) == pytest.approx(3.182446305, abs=1e-9)
+    assert t_critical(7) == pytest.approx(2.364624252, abs=1e-9)
+    assert t_critical(1) == pytest.approx(12.70620474, abs=1e-8)
+    for df in (2, 5, 9, 30, 239):
+        assert t_critical(df) == pytest.approx(float(t.ppf(0.975, df)), rel=1e-12)
+    assert 1.96 < t_critical(10_000) < 1.961
+    assert t_critical(0) == float("inf")  # one seed: no interval
+    for bad in (2.5, True, "3"):
+        with pytest.raises(ArlError):
+            t_critical(bad)
+
+
 def test_seed_effect_by_hand():
     from arl.eval.stats import seed_effect
 
     e = seed_effect([0.1, 0.3, 0.2], threshold=0.15)
-    # mean 0.2; std(ddof=1) = 0.1; se = 0.1/sqrt(3)
+    # mean 0.2; std(ddof=1) = 0.1; se = 0.1/sqrt(3); df 2: t = 4.302653
     assert e.mean == pytest.approx(0.2)
     assert e.se == pytest.approx(0.1 / 3**0.5)
-    assert e.lo == pytest.approx(0.2 - 2 * 0.1 / 3**0.5)
+    assert e.df == 2 and e.t == pytest.approx(4.302652730)
+    assert e.lo == pytest.approx(0.2 - 4.302652730 * 0.1 / 3**0.5)
+    assert e.hi == pytest.approx(0.2 + 4.302652730 * 0.1 / 3**0.5)
     assert e.k_above == 2 and e.n == 3
     one = seed_effect([0.4])
-    assert one.se == 0.0 and one.lo == one.hi == 0.4
+    assert one.se == 0.0 and one.df == 0 and one.lo == -float("inf") and one.hi == float("inf")
     with pytest.raises(ArlError):
         seed_effect([0.1, float("nan")])
+
+
+def test_the_t_bound_keeps_its_false_positive_rate_at_four_seeds():
+    """Null effects (mean 0, any spread) drawn for four seeds: the t bound clears 0 in 2.5% of
+    draws; the old 2-SE bound did in about 7%."""
+    from arl.eval.stats import seed_effect
+
+    rng = np.random.default_rng(0)
+    draws = rng.normal(0.0, 0.1, size=(20_000, 4))
+    se = draws.std(1, ddof=1) / 2
+    two_se = np.mean(draws.mean(1) - 2 * se > 0)
+    t_rate = np.mean([seed_effect(d).lo > 0 for d in draws[:4000]])
+    assert 0.06 < two_se < 0.08
+    assert abs(t_rate - 0.025) < 0.008
 
 
 def test_seed_se_by_hand_over_a_list_and_over_an_axis():

@@ -97,7 +97,8 @@ def print_results(results: dict, out: str) -> None:
     guards = ", ".join(f"{n} <= {b:g}" for n, b in r["guardrails"]) or "none"
     print(
         f"rule (pre-registered in {out}/rule.json): adopt if the {r['metric']} gain's lower "
-        f"2-SE bound over {len(r['seeds'])} seeds > {r['margin']:g}, and mean worsening "
+        f"Student-t bound (one-sided 97.5%) over {len(r['seeds'])} seeds > {r['margin']:g}, "
+        "and mean worsening "
         f"{guards}{' (QUICK settings: not a result)' if r['quick'] else ''}"
     )
     print(results["summary"])
@@ -120,7 +121,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="adopt a change to the PG recipe? a pre-registered, seed-matched, paired ablation",
         description="Appendix B, Problem 30: write the rule down (OUT/rule.json), run base and "
         "base + change from the same start on each seed, evaluate both on the same held-out "
-        "episodes, then ADOPT iff the gain's lower 2-SE bound over seeds exceeds the margin "
+        "episodes, then ADOPT iff the gain's lower Student-t bound over seeds (one-sided "
+        "97.5%) exceeds the margin "
         f"and no guardrail's mean worsening exceeds its bound. Example: {EXAMPLE}",
     )
     p.add_argument(
@@ -144,7 +146,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--margin",
         type=finite_float,
         default=0.02,
-        help="the gain's lower 2-SE bound must exceed this (default 0.02)",
+        help="the gain's lower Student-t bound must exceed this (default 0.02)",
     )
     p.add_argument(
         "--guardrail",

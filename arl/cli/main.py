@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     from arl.cli import doctor as doctor_cli
     from arl.cli import export as export_cli
     from arl.cli import gym as gym_cli
+    from arl.cli import lock as lock_cli
     from arl.cli import report as report_cli
     from arl.cli import reproduce as reproduce_cli
     from arl.cli import sim as sim_cli
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         module.register(sub)
     audit_cli.register(sub)  # `arl audit env NAME` (Problem 11)
     adopt_cli.register(sub)
+    lock_cli.register(sub)  # `arl lock`: the reproductions' locked rules
     check_cli.register(sub)  # `arl check template PATH`: a chat template under arl
     doctor_cli.register(sub)  # `arl doctor RUN`: Appendix B's diagnoses of a run's metrics
     report_cli.register(sub)  # `arl report RUN`: the run's panels and findings (HTML)

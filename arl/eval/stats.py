@@ -259,16 +259,37 @@ def seed_se(values: Sequence[float] | np.ndarray) -> float | np.ndarray:
     return float(se) if v.ndim == 1 else se
 
 
+LEVEL = 0.975  # every verdict's interval: one-sided 97.5% (a two-sided 95% interval's end)
+
+
+def t_critical(df: int, level: float = LEVEL) -> float:
+    """Student's t quantile at `level` with `df` degrees of freedom (3.182 at df 3, 1.960 as
+    df grows): the half-width, in standard errors, of every verdict's interval over seeds.
+
+    A mean of n seeds has n - 1 degrees of freedom; with four seeds a 2-SE rule would clear
+    about 7% of null effects on one side, not 2.5%. df < 1 (one seed) has no interval: inf.
+    """
+    from scipy.stats import t
+
+    if isinstance(df, bool) or not isinstance(df, (int, np.integer)):
+        raise ArlError(f"t_critical: df must be an integer, got {df!r}")
+    if not 0.5 < level < 1.0:
+        raise ArlError(f"t_critical: level must be in (0.5, 1), got {level}")
+    return float("inf") if df < 1 else float(t.ppf(level, int(df)))
+
+
 @dataclass(frozen=True)
 class SeedEffect:
-    """An effect measured once per seed (arms paired by seed), summarized over seeds."""
+    """An effect measured once per seed (arms paired by seed), summarized over seeds: the mean
+    and its one-sided 97.5% Student-t bounds with n - 1 degrees of freedom."""
 
     n: int  # seeds
     mean: float  # mean of the per-seed effects
     se: float  # standard error of that mean (seed_se: 0 with one seed)
-    lo: float  # mean - z * se
-    hi: float  # mean + z * se
-    z: float  # the interval's half-width in standard errors
+    lo: float  # mean - t * se (-inf with one seed: no interval)
+    hi: float  # mean + t * se (+inf with one seed)
+    df: int  # degrees of freedom, n - 1
+    t: float  # the critical value t_critical(df): the bounds' half-width in SEs
     k_above: int  # seeds whose effect lies above the threshold it was judged against
     threshold: float
 
@@ -276,8 +297,9 @@ class SeedEffect:
         return asdict(self)
 
 
-def seed_effect(effects: Sequence[float], threshold: float = 0.0, z: float = 2.0) -> SeedEffect:
-    """Mean +- z standard errors of per-seed effects, with how many seeds lie above threshold.
+def seed_effect(effects: Sequence[float], threshold: float = 0.0) -> SeedEffect:
+    """Mean +- t standard errors of per-seed effects (t_critical(n - 1)), with how many seeds
+    lie above threshold.
 
     Each seed's effect is a paired difference (both arms share the seed, the starting policy
     and the evaluation tasks), so the seed-to-seed spread of the difference is its error.
@@ -286,9 +308,10 @@ def seed_effect(effects: Sequence[float], threshold: float = 0.0, z: float = 2.0
     if d.ndim != 1 or d.size == 0 or not np.isfinite(d).all():
         raise ArlError("seed effect: need a non-empty list of finite per-seed effects")
     n, mean = d.size, float(d.mean())
-    se = seed_se(d)
+    se, t = seed_se(d), t_critical(d.size - 1)
+    half = t * se if n > 1 else float("inf")
     k = int(np.sum(d > threshold))
-    return SeedEffect(n, mean, se, mean - z * se, mean + z * se, z, k, threshold)
+    return SeedEffect(n, mean, se, mean - half, mean + half, n - 1, t, k, threshold)
 
 
 def runs_from_counts(n_tasks: int, acc_a: float, b: int, c: int) -> tuple[np.ndarray, np.ndarray]:

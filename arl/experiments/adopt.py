@@ -6,7 +6,8 @@ Then a matched ablation: per seed, two RL runs from the same starting policy, on
 seed, differing only in the change (`base` vs `base` + `change`); both final policies are
 evaluated on the same held-out tasks with the same episode seeds, under the base arm's
 evaluation harness. `decide` reads the per-seed paired effects: ADOPT iff the gain's lower
-2-SE bound over seeds exceeds the margin and no guardrail's mean worsening exceeds its bound.
+Student-t bound over seeds (one-sided 97.5%, df seeds - 1) exceeds the margin and no guardrail's
+mean worsening exceeds its bound.
 """
 
 from __future__ import annotations
@@ -64,7 +65,6 @@ STARTS = ("cold", "weak")
 # nothing is written by the trainer, and no teacher is loaded
 OWNED_KEYS = ("seed", "steps", "split", "env.name", "out", "resume", "save_every")
 OWNED_KEYS += ("keep_checkpoints", "teacher", "teacher_weight")
-Z = 2.0  # the interval's half-width in standard errors over seeds
 TIE = 1e-12  # a bound and a value this close are equal (a mean of equal floats is not exact)
 
 
@@ -76,7 +76,7 @@ class AdoptRule:
     change: tuple[tuple[str, Any], ...]  # the PG settings the change sets (dotted keys)
     base: tuple[tuple[str, Any], ...] = ()  # the settings both arms share, over PGConfig's
     metric: str = "heldout_pass"  # the effect: its gain, change minus base (sign: better > 0)
-    margin: float = 0.02  # the gain's lower 2-SE bound over seeds must exceed this
+    margin: float = 0.02  # the gain's lower t bound over seeds must exceed this
     guardrails: tuple[tuple[str, float], ...] = GUARDRAILS  # (metric, allowed mean worsening)
     seeds: tuple[int, ...] = (0, 1, 2, 3)
     steps: int = 60  # RL steps of each arm
@@ -222,21 +222,22 @@ def measure_pair(rule: AdoptRule, seed: int) -> dict:
 
 
 def decide(rule: AdoptRule, effects: list[float], worse: dict[str, list[float]]) -> dict:
-    """ADOPT iff there are at least two seeds, the paired gain's lower 2-SE bound over seeds
-    exceeds the margin, and no guardrail's mean worsening over seeds exceeds its bound; else
-    REJECT, with every reason. Pure: per-seed numbers in, the verdict out."""
-    e = seed_effect(effects, rule.margin, Z)
+    """ADOPT iff there are at least two seeds, the paired gain's lower Student-t bound over
+    seeds (seed_effect: one-sided 97.5%, df seeds - 1) exceeds the margin, and no guardrail's
+    mean worsening over seeds exceeds its bound; else REJECT, with every reason. Pure:
+    per-seed numbers in, the verdict out."""
+    e = seed_effect(effects, rule.margin)
     reasons = []
     if e.n < 2:
         reasons.append("one seed: no interval over seeds, so no gain beyond seed noise")
     elif not e.lo > rule.margin + TIE:
         reasons.append(
-            f"{rule.metric} gain {e.mean:+.4f}, lower {Z:g}-SE bound {e.lo:+.4f} <= margin "
+            f"{rule.metric} gain {e.mean:+.4f}, lower t({e.df}) bound {e.lo:+.4f} <= margin "
             f"{rule.margin:g}"
         )
     guards = {}
     for name, bound in rule.guardrails:
-        g = seed_effect(worse[name], bound, Z)
+        g = seed_effect(worse[name], bound)
         breached = g.mean > bound + TIE
         guards[name] = {"bound": bound, "breached": breached, **g.to_dict()}
         if breached:
@@ -254,7 +255,9 @@ def decide(rule: AdoptRule, effects: list[float], worse: dict[str, list[float]])
 def summary_line(rule: AdoptRule, d: dict) -> str:
     """The verdict with its numbers, on one line."""
     e = d["effect"]
-    spread = f" +- {e['se']:.4f} SE, {Z:g}-SE interval [{e['lo']:+.4f}, {e['hi']:+.4f}]"
+    spread = (
+        f" +- {e['se']:.4f} SE, t({e['df']}) = {e['t']:.2f} bounds [{e['lo']:+.4f}, {e['hi']:+.4f}]"
+    )
     guards = ", ".join(
         f"{n} {g['mean']:+.4f} (<= {g['bound']:g}{' BREACHED' if g['breached'] else ''})"
         for n, g in d["guardrails"].items()

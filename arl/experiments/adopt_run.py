@@ -8,6 +8,7 @@ change after its results are seen); the same rule resumes the seeds not yet fini
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +18,6 @@ from arl.errors import ArlError
 from arl.experiments.adopt import (
     METRICS,
     AdoptRule,
-    Z,
     arm_configs,
     decide,
     measure_pair,
@@ -144,15 +144,15 @@ def draw(rule: AdoptRule, pairs: list[dict], results: dict, path: Path, title: s
     ax.axhline(rule.margin, color="C3", ls="--", lw=1.2, label=f"margin {rule.margin:g}")
     ax.axhline(0, color="0.6", lw=0.8)
     x = len(effects) + 0.5
-    bar = [[e["mean"] - e["lo"]], [e["hi"] - e["mean"]]]
-    ax.errorbar([x], [e["mean"]], bar, fmt="s", color="k", capsize=4, label=f"mean, {Z:g}-SE")
+    bounded = all(isinstance(e[k], float) and math.isfinite(e[k]) for k in ("lo", "hi"))
+    bar = [[e["mean"] - e["lo"]], [e["hi"] - e["mean"]]] if bounded else None  # 1 seed: none
+    ax.errorbar([x], [e["mean"]], bar, fmt="s", color="k", capsize=4, label="mean, t bounds")
     ax.set_xticks([*range(len(effects)), x], [*(str(p["seed"]) for p in pairs), "all"])
     ax.set_xlabel("seed")
     ax.set_ylabel(f"gain in {METRICS[rule.metric].label}\n(change - base)")
     color = "C2" if results["adopt"] else "C3"
-    verdict = (
-        f"{results['decision']}: gain {e['mean']:+.3f}, interval [{e['lo']:+.3f}, {e['hi']:+.3f}]"
-    )
+    span = f"interval [{e['lo']:+.3f}, {e['hi']:+.3f}]" if bounded else "one seed: no interval"
+    verdict = f"{results['decision']}: gain {e['mean']:+.3f}, {span}"
     ax.set_title(verdict, fontsize=10, fontweight="bold", color=color)
     ax.legend(fontsize=7)
     for i, (name, bound) in enumerate(rule.guardrails):

@@ -28,6 +28,7 @@ from arl.experiments.ch15_config import Ch15Config
 from arl.experiments.ch15_probes import copy_probe, op_choice
 from arl.gym import default_vocab
 from arl.gym.families import FAMILIES
+from arl.gym.fresh import fresh_tasks
 from arl.gym.tasks import all_tasks, tasks_for
 from arl.losses import masked_mean, sft_loss, token_logprobs
 from arl.model import TinyAgent
@@ -77,6 +78,20 @@ def eval_both(model: TinyAgent, samples: int, seed: int) -> dict:
     return out
 
 
+def eval_fresh(model: TinyAgent, samples: int, seed: int) -> dict:
+    """Hidden pass rate (overall and per family) on the fresh split (arl.gym.fresh: 20 new
+    functions of the five families, listing-disjoint from training and held-out): the transfer
+    rows report it beside held-out."""
+    tasks = fresh_tasks()
+    m, trajs = evaluate(model, tasks, samples, seed=seed)
+    family = {t.name: t.family for t in tasks}
+    passed = {f: [t.passed for t in trajs if family[t.task] == f] for f in FAMILIES}
+    return {
+        "fresh": m["pass_rate"],
+        "fresh_family": {f: sum(v) / len(v) for f, v in passed.items()},
+    }
+
+
 # --- 15.1 the action mask --------------------------------------------------------------------
 
 
@@ -113,7 +128,11 @@ def section_sft(cfg: Ch15Config) -> tuple[dict, TinyAgent, TinyAgent, TinyAgent]
 
 def sft_weak_part(cfg: Ch15Config, weak: TinyAgent) -> dict:
     """What section_sft measures of the weak base alone: its evaluation and its copy rate."""
-    return {"eval": eval_weak(cfg, weak), "copy_rate": copy_probe(weak, all_tasks())["copy_rate"]}
+    return {
+        "eval": eval_weak(cfg, weak),
+        "copy_rate": copy_probe(weak, all_tasks())["copy_rate"],
+        "fresh": eval_fresh(weak, cfg.eval_samples, cfg.base.seed * 7 + 3),
+    }
 
 
 def sft_oracle_part(cfg: Ch15Config) -> tuple[dict, TinyAgent, TinyAgent]:
@@ -128,7 +147,9 @@ def sft_oracle_part(cfg: Ch15Config) -> tuple[dict, TinyAgent, TinyAgent]:
     final, cold, history = train_oracle_sft(cfg.base, hook, cfg.sft_eval_every)
     cold_info = next(r["cold_start"] for r in history if "cold_start" in r)
     copy_rate = copy_probe(final, all_tasks())["copy_rate"]
-    return {"curve": curve, "cold_start": cold_info, "copy_rate": copy_rate}, cold, final
+    fresh = eval_fresh(final, cfg.eval_samples, cfg.base.seed * 101 + 5000)
+    part = {"curve": curve, "cold_start": cold_info, "copy_rate": copy_rate, "fresh": fresh}
+    return part, cold, final
 
 
 def sft_result(weak_part: dict, oracle_part: dict) -> dict:
@@ -138,6 +159,7 @@ def sft_result(weak_part: dict, oracle_part: dict) -> dict:
         "oracle_sft_curve": oracle_part["curve"],
         "cold_start": oracle_part["cold_start"],
         "copy_probe": {"weak_base": weak_part["copy_rate"], "oracle_sft": oracle_part["copy_rate"]},
+        "fresh": {"weak_base": weak_part["fresh"], "oracle_sft": oracle_part["fresh"]},
     }
 
 
@@ -197,7 +219,9 @@ def reinforce(
     run by the full trainer with every other knob off; returns the hook's records."""
     config = replace(cfg.rl, seed=seed)
     history = train_pg(model, config, tasks_for("train"), steps, hook, cfg.rl_eval_every)
-    return [{"rl_step": r["step"], **r} for r in history if "train" in r]
+    records = [{"rl_step": r["step"], **r} for r in history if "train" in r]
+    records[-1]["fresh"] = eval_fresh(model, cfg.eval_samples, cfg.base.seed * 101 + seed + 6000)
+    return records
 
 
 def rl_from_cold(cfg: Ch15Config, cold: TinyAgent) -> list[dict]:
@@ -247,7 +271,19 @@ def recipes_result(cfg: Ch15Config, sft: dict, rft: dict, sft_then_rl: list, rl_
         "sft_then_rl": used(20, cfg.rl_steps_cold * per_step),
         "rl_only": used(0, cfg.rl.steps * per_step),
     }
-    return {"curves": curves, "cost": cost, "sft_then_rl": sft_then_rl, "rl_only": rl_only}
+    fresh = {  # the transfer rows' fresh split, beside held-out (runs before it: none)
+        "oracle_sft": sft.get("fresh", {}).get("oracle_sft", {}).get("fresh"),
+        "sft_then_rl": sft_then_rl[-1].get("fresh", {}).get("fresh"),
+        "rl_only": rl_only[-1].get("fresh", {}).get("fresh"),
+        "weak_base": sft.get("fresh", {}).get("weak_base", {}).get("fresh"),
+    }
+    return {
+        "curves": curves,
+        "cost": cost,
+        "sft_then_rl": sft_then_rl,
+        "rl_only": rl_only,
+        "fresh": fresh,
+    }
 
 
 # --- 15.6 design problems ------------------------------------------------------------------

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from arl.eval.stats import t_critical
 from arl.experiments.ch15_book import CLAIMS
 
-Z = 2.0  # margins are Z standard errors
-SE = f"{Z:g} SE"  # how a rule's text names that margin
+SE = "t SE"  # how a rule's text names its margin: margin(n) standard errors
 GUESSING = 0.3  # the top of the guessing level (blind play passes about 0.15-0.2)
 
 # the rules' thresholds, in the order of the table
@@ -53,9 +53,17 @@ def se_diff(p1: float, n1: int, p2: float, n2: int) -> float:
     return math.hypot(se(p1, n1), se(p2, n2))
 
 
+def margin(n: int) -> float:
+    """How many standard errors a per-seed rule's margin is: Student's t at one-sided 97.5%
+    with n - 1 degrees of freedom, n the episodes (or groups) behind the smaller evaluation
+    (1.97-1.98 at this chapter's 120-240 episodes)."""
+    return t_critical(max(int(n), 1) - 1)
+
+
 def above(a: float, na: int, b: float, nb: int, by: float = 0.0) -> bool:
-    """a exceeds b by at least `by`, and by more than Z standard errors of the difference."""
-    return a - b >= by and a - b > Z * se_diff(a, na, b, nb)
+    """a exceeds b by at least `by`, and by more than margin(min(na, nb)) standard errors of
+    the difference."""
+    return a - b >= by and a - b > margin(min(na, nb)) * se_diff(a, na, b, nb)
 
 
 @dataclass

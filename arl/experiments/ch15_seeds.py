@@ -16,8 +16,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from arl.errors import ArlError
-from arl.experiments import ch15_plan
+from arl.experiments import ch15_plan, locks
 from arl.experiments.ch15 import Ch15Config, run_seed, save_models
+from arl.experiments.ch15_book import JUDGED_SEEDS
 from arl.experiments.ch15_figures import draw_figures
 from arl.experiments.ch15_summary import aggregate, cost_table, markdown
 from arl.experiments.ch15_table import rows
@@ -83,6 +84,7 @@ def run_seeds(
     processes, see ch15_plan; or whole seeds as Ray tasks at `ray`: "local" or a cluster
     address), resuming finished seeds from results.partial.json; write results.json, table.md
     and the figures; return the payload. Same seeds, same results wherever they ran."""
+    locks.require("ch15")  # the rules as locked, before any seed runs
     with claim_output_dir(out, "reproduce ch15", OWNED, overwrite=overwrite, reuse=not overwrite):
         return _run_seeds(cfg, seeds, out, quick, Where(workers=workers, ray=ray), log)
 
@@ -130,13 +132,17 @@ def _keep(cfg: Ch15Config, seed: int, tasks: dict, ckpt: Folder | str, finished)
 
 
 def write_outputs(out: Path, payload: dict) -> dict:
-    """The table (today's rules over the runs), table.md, figures and results.json."""
+    """The table (today's rules, as locked, over the runs), table.md, figures and
+    results.json (with the lock's fingerprint and whether the seeds are the locked ones)."""
     runs = payload["runs"]
+    lock = locks.require("ch15")
+    judged = list(JUDGED_SEEDS)
+    rule = {**lock, "seeds": judged, "on_locked_seeds": set(payload["seeds"]) <= set(judged)}
     table = aggregate([rows(R) for R in runs])
     figures = draw_figures(runs, out)
     cost = markdown(table, payload["quick"]) + "\n" + cost_table(runs[0]["recipes"]["cost"])
     atomic_write_text(out / "table.md", cost)
-    payload = {**payload, "table": table, "figures": figures}
+    payload = {**payload, "rule": rule, "table": table, "figures": figures}
     atomic_write_json(out / "results.json", payload)
     return payload
 

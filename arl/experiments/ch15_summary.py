@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from arl.eval.stats import seed_se
+from arl.experiments.ch15_book import SOURCES
 from arl.experiments.ch15_table import Row
 
 REPRODUCED_SHARE = 0.8  # a row reproduces when its rule holds on at least this share of seeds
@@ -26,6 +27,7 @@ def aggregate(per_seed: list[list[Row]]) -> list[dict]:
         table.append(
             {
                 "key": first.key,
+                "source": SOURCES[first.key][0],
                 "quantity": first.quantity,
                 "book": first.book,
                 "measured": first.fmt.format(**mean),
@@ -54,6 +56,7 @@ QUICK_NOTE = (
     "below only show that every section runs.**"
 )
 COLUMNS = (
+    "source",
     "quantity",
     "book",
     "measured (mean [mean +- SE over seeds])",
@@ -68,16 +71,26 @@ def _markdown_row(cells) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
+def count_line(table: list[dict]) -> str:
+    """Book rows and lab rows counted apart: how many reproduce."""
+    parts = []
+    for source, word in (("book", "book claims"), ("lab", "lab hypotheses")):
+        rows = [r for r in table if r["source"] == source]
+        parts.append(f"{word}: {sum(r['reproduced'] for r in rows)} of {len(rows)} reproduce")
+    return "; ".join(parts) + "."
+
+
 def markdown(table: list[dict], quick: bool = False) -> str:
-    """The table as Markdown; quick runs say that their verdicts mean nothing."""
+    """The table as Markdown, after the book and lab counts; quick runs say that their
+    verdicts mean nothing."""
     lines = [QUICK_NOTE, ""] if quick else []
+    lines += [count_line(table), ""]
     lines += [_markdown_row(COLUMNS), _markdown_row(["---"] * len(COLUMNS))]
     for row in table:
         k, n = row["seeds_holding"], row["seeds"]
         verdict = f"{'yes' if row['reproduced'] else 'no'} ({k}/{n})"
-        lines.append(
-            _markdown_row((row["quantity"], row["book"], with_se(row), verdict, row["rule"]))
-        )
+        cells = (row["source"], row["quantity"], row["book"], with_se(row), verdict, row["rule"])
+        lines.append(_markdown_row(cells))
     return "\n".join(lines) + "\n"
 
 

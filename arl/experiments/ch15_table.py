@@ -34,9 +34,9 @@ from arl.experiments.ch15_rules import (
     TOOL_SHARE_MIN,
     Ends,
     Row,
-    Z,
     _row,
     above,
+    margin,
     se,
     without_init,
 )
@@ -104,6 +104,8 @@ def _sft_rows(R: dict, e: Ends) -> list[Row]:
     # name), on some seeds another family, so the row prints init and the lowest family
     due = [q for q in curve if q["step"] <= CONVERGED_BY][-1]
     ent = weak["train_entropy"]
+    oracle_fresh = sft.get("fresh", {}).get("oracle_sft")  # runs saved before it: none
+    fresh = {"fr": oracle_fresh["fresh"]} if oracle_fresh else {}
     return [
         _row(
             "weak_base",
@@ -135,9 +137,11 @@ def _sft_rows(R: dict, e: Ends) -> list[Row]:
                 "e1": last["train_entropy"],
                 "steps": last["step"],
                 "ho4": without_init(last["heldout_family"]),
-            },
-            "{tr:.2f} / {ho:.2f} (held-out without init {ho4:.2f}), entropy {e0:.2f} -> "
-            "{e1:.3f} nats ({steps:.0f} steps)",
+            }
+            | fresh,
+            "{tr:.2f} / {ho:.2f} (held-out without init {ho4:.2f}"
+            + ("; fresh {fr:.2f}" if fresh else "")
+            + "), entropy {e0:.2f} -> {e1:.3f} nats ({steps:.0f} steps)",
             last["heldout"] >= SFT_HELDOUT_MIN and last["train_entropy"] <= ent / SFT_ENTROPY_DROP,
             f"held-out >= {SFT_HELDOUT_MIN} (the rule transfers); entropy falls >= "
             f"{SFT_ENTROPY_DROP}x",
@@ -172,14 +176,15 @@ def expert_iteration_holds(weak_train: float, rounds: list[dict], n_tr: int) -> 
     (`train`, `heldout`, `train_family`), `n_tr` episodes behind a train pass rate."""
     ei = [weak_train] + [r["train"] for r in rounds]  # from the weak base, round by round
     gains = [b - a for a, b in zip(ei, ei[1:], strict=False)]
-    # the ceiling's cause: the final policy does not solve init (pass within Z SE of zero);
+    # the ceiling's cause: the final policy does not solve init (pass within t SE of zero);
     # the weak base's rare copies may be kept early, but filtered cloning does not amplify them
     init_end = rounds[-1]["train_family"]["init"]
+    n_init = round(n_tr * INIT_SHARE)  # init's episodes in a train evaluation
     return (
         above(ei[-1], n_tr, ei[0], n_tr, by=EI_RISE)
         and gains[-1] < max(gains) / 2
-        and ei[-1] <= EI_CEILING + Z * se(ei[-1], n_tr)
-        and init_end <= Z * se(0.0, round(n_tr * INIT_SHARE))
+        and ei[-1] <= EI_CEILING + margin(n_tr) * se(ei[-1], n_tr)
+        and init_end <= margin(n_init) * se(0.0, n_init)
         and max(r["heldout"] for r in rounds) <= EI_HELDOUT_MAX
     )
 

@@ -17,9 +17,9 @@ from arl.experiments.ch15_rules import (
     TEMPLATE_PASS_DROP,
     Ends,
     Row,
-    Z,
     _row,
     above,
+    margin,
 )
 
 
@@ -67,18 +67,35 @@ def _dpo_rows(R: dict, e: Ends) -> list[Row]:
     ]
 
 
+def _fresh(R: dict) -> dict[str, float]:
+    """The transfer rows' fresh-split pass rates (final oracle SFT, SFT-then-RL, RL only, the
+    weak base), reported beside held-out; empty for a run saved before they were measured."""
+    fresh = R["recipes"].get("fresh", {})
+    return {k: v for k, v in fresh.items() if v is not None}
+
+
 def _recipe_rows(R: dict, e: Ends) -> list[Row]:
-    """15.5: the four recipes at their last step, and the orderings between them."""
+    """15.5: the four recipes at their last step, and the orderings between them; the
+    transfer numbers on the fresh split beside held-out."""
     final, n_tr, n_ho = e.final, e.n_tr, e.n_ho
     o, c, rl, rf = final["oracle_sft"], final["sft_then_rl"], final["rl_only"], final["rft"]
     cold = R["sft"]["cold_start"]
+    fr = _fresh(R)
+    has = len(fr) == 4
+    fresh_four = (
+        "; fresh: oracle SFT {f_oracle_sft:.2f}, SFT+RL {f_sft_then_rl:.2f}, RL only "
+        "{f_rl_only:.2f}"
+        if has
+        else ""
+    )
     return [
         _row(
             "four_recipes",
-            {f"{k}_{s}": final[k][s] for k in final for s in ("train", "heldout")},
+            {f"{k}_{s}": final[k][s] for k in final for s in ("train", "heldout")}
+            | {f"f_{k}": v for k, v in fr.items() if k != "weak_base"},
             "oracle SFT {oracle_sft_train:.2f}/{oracle_sft_heldout:.2f}; SFT+RL "
             "{sft_then_rl_train:.2f}/{sft_then_rl_heldout:.2f}; RFT {rft_train:.2f}/"
-            "{rft_heldout:.2f}; RL only {rl_only_train:.2f}/{rl_only_heldout:.2f}",
+            "{rft_heldout:.2f}; RL only {rl_only_train:.2f}/{rl_only_heldout:.2f}" + fresh_four,
             abs(c["train"] - o["train"]) <= RECIPE_TOL,
             f"SFT-then-RL ends within {RECIPE_TOL} of oracle SFT on train",
         ),
@@ -89,16 +106,25 @@ def _recipe_rows(R: dict, e: Ends) -> list[Row]:
                 "dho": c["heldout"] - rl["heldout"],
                 "step": cold["step"],
                 "p0": cold["train_pass"],
-            },
-            "{dtr:+.2f}, {dho:+.2f} (cold start: step {step:.0f}, train pass {p0:.2f})",
+            }
+            | ({"dfr": fr["sft_then_rl"] - fr["rl_only"]} if has else {}),
+            "{dtr:+.2f}, {dho:+.2f}"
+            + (" (fresh {dfr:+.2f})" if has else "")
+            + " (cold start: step {step:.0f}, train pass {p0:.2f})",
             above(c["train"], n_tr, rl["train"], n_tr, by=RECIPE_GAP)
             and above(c["heldout"], n_ho, rl["heldout"], n_ho, by=RECIPE_GAP),
             f"SFT-then-RL >= {RECIPE_GAP} above RL only on both splits (and by {SE})",
         ),
         _row(
             "rl_only",
-            {"rl": rl["heldout"], "o": o["heldout"], "c": c["heldout"]},
-            "{rl:.2f} against {o:.2f} and {c:.2f}",
+            {"rl": rl["heldout"], "o": o["heldout"], "c": c["heldout"]}
+            | (
+                {"rlf": fr["rl_only"], "of": fr["oracle_sft"], "cf": fr["sft_then_rl"]}
+                if has
+                else {}
+            ),
+            "{rl:.2f} against {o:.2f} and {c:.2f}"
+            + (" (fresh: {rlf:.2f} against {of:.2f} and {cf:.2f})" if has else ""),
             above(o["heldout"], n_ho, rl["heldout"], n_ho, by=RECIPE_GAP),
             f"RL only's held-out >= {RECIPE_GAP} below oracle SFT's ({SE}); against "
             "SFT-then-RL: the cold-start row",
@@ -164,7 +190,7 @@ def _problem_rows(R: dict, e: Ends) -> list[Row]:
             {"mal": tpl["malformed_per_episode"], "mal0": last["train_malformed"], **wrong},
             "{mal:.2f} (matched {mal0:.2f})" + wrong_text,
             tpl["malformed_per_episode"] >= 2 * last["train_malformed"]
-            and tpl["malformed_per_episode"] - last["train_malformed"] > Z * mal_se,
+            and tpl["malformed_per_episode"] - last["train_malformed"] > margin(n_tr) * mal_se,
             f"at least double the matched rate, by {SE} (Poisson)",
         ),
     ]

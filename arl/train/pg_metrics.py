@@ -98,7 +98,8 @@ def evaluate_tasks(
     model: TinyAgent, splits: dict[str, Sequence[Task]], config: PGConfig
 ) -> dict[str, float]:
     """Hidden-test pass rate on each split's tasks (same seed every time), scored as `arl eval`
-    scores (the environment's `eval_config`)."""
+    scores (the environment's `eval_config`), with the environment's own means of the same
+    episodes (CodeFix: `eval/train_apply_rate`, ...; None ones left out)."""
     out = {}
     for split, tasks in splits.items():
         trajs = run_policy(
@@ -109,6 +110,8 @@ def evaluate_tasks(
             env_config=config.env.eval_config(),
         )
         out[f"eval/{split}_pass"] = float(np.mean([t.passed for t in graded(trajs)] or [0.0]))
+        own = environment_summary(trajs).items()
+        out |= {f"eval/{split}_{k}": float(v) for k, v in own if v is not None}
     return out
 
 

@@ -123,10 +123,13 @@ def draw(per_seed: list[dict], path) -> None:
 EXERCISE_5 = Problem(
     exercise_5,
     Claim(
-        book="pairs from the step-20 checkpoint (its skilled fixes against its near-misses) "
+        text="pairs from the step-20 checkpoint (its skilled fixes against its near-misses) "
         "do not erode the format as the weak base's pairs do (Section 15.4: malformed calls "
         "rose more than thirtyfold)",
         effect="rise in malformed calls per train episode over DPO, weak base minus step 20",
+        source="lab",
+        passage="the book asks to compare malformed calls with Section 15.4 and explain by the "
+        "chosen episodes; the lab predicts step-20 pairs erode the format less",
         cause="DPO from the weak base did not raise malformed calls more than from step 20",
     ),
     draw,
@@ -134,18 +137,24 @@ EXERCISE_5 = Problem(
         (
             "heldout_gap",
             Claim(
-                book="and end higher on held-out tasks than DPO from the weak base",
+                text="and end higher on held-out tasks than DPO from the weak base",
                 effect="final held-out pass, DPO from step 20 minus DPO from the weak base",
+                source="lab",
+                passage="the book asks to compare held-out pass with Section 15.4's DPO from the "
+                "weak base; the lab predicts DPO from step 20 ends higher",
                 cause="DPO from step 20 lost what the checkpoint had",
             ),
         ),
         (
             "heldout_kept",
             Claim(
-                book="DPO on the step-20 model's own pairs keeps its held-out pass (no loss "
+                text="DPO on the step-20 model's own pairs keeps its held-out pass (no loss "
                 "over 0.05)",
                 effect="held-out pass after DPO minus before, from step 20 (> -0.05)",
                 threshold=-0.05,
+                source="lab",
+                passage="the book asks to compare held-out pass with Section 15.4; the lab "
+                "predicts DPO from step 20 keeps the checkpoint's held-out pass within 0.05",
                 cause="offline DPO pushes the rejected episodes' log-probs down without bound "
                 "and takes the well-formed mass with them even from a skilled start",
             ),

@@ -169,11 +169,14 @@ def draw(per_seed: list[dict], path) -> None:
 EXERCISE_1 = Problem(
     exercise_1,
     Claim(
-        book="under seq_mean_token_mean the 0/1 policy gradient is SFT on the kept episodes "
+        text="under seq_mean_token_mean the 0/1 policy gradient is SFT on the kept episodes "
         "times K/B (the success rate), whatever the lengths",
         effect="relative residual |g_pg - (K/B) g_sft| / |g_pg|, seq_mean_token_mean (< 1e-4)",
         threshold=TOL,
         below=True,
+        source="book",
+        passage="So one RFT step on fresh samples is a policy-gradient step whose learning rate "
+        "is divided by the success rate p.",
         cause="the identity failed: a loss that does not aggregate as derived",
     ),
     draw,
@@ -181,11 +184,15 @@ EXERCISE_1 = Problem(
         (
             "length_shift",
             Claim(
-                book="token_mean makes RFT's effective step depend on episode length: its ratio "
+                text="token_mean makes RFT's effective step depend on episode length: its ratio "
                 "N_K/N is the success rate times Lbar_kept/Lbar",
                 effect="|log(token-mean ratio / seq-mean ratio)| = |log(Lbar_kept / Lbar)|, "
                 "the step's length factor (> 0.01: a 1% change)",
                 threshold=0.01,
+                source="book",
+                passage="must have gradients that are exactly proportional, with ratio (kept "
+                "action tokens)/(all action tokens). ... 9 of 80 episodes succeeded, they hold "
+                "9.35% of the action tokens",
                 cause="the weak base's episodes are short and of one format (about 7 action "
                 "tokens), so its successes are about as long as its failures and the factor "
                 "stays near 1 on some seeds",
@@ -194,10 +201,13 @@ EXERCISE_1 = Problem(
         (
             "mixed_gap",
             Claim(
-                book="the proportionality needs one aggregation on both sides: a seq-mean "
+                text="the proportionality needs one aggregation on both sides: a seq-mean "
                 "policy gradient is not a multiple of token-mean SFT on the kept episodes",
                 effect="1 - cosine(PG seq_mean_token_mean, SFT token_mean on kept) (> 1e-3)",
                 threshold=1e-3,
+                source="lab",
+                passage="the book asks to verify the ratio for a sequence-mean aggregation; the "
+                "lab adds that a seq-mean policy gradient against token-mean SFT breaks it",
                 cause="the kept episodes all have about the same length, so the 1/L_i "
                 "weights are nearly constant",
             ),

@@ -142,10 +142,13 @@ def draw(per_seed: list[dict], path) -> None:
 EXERCISE_2 = Problem(
     exercise_2,
     Claim(
-        book="a base trained on the random policy's play alone can solve fewer tasks than "
+        text="a base trained on the random policy's play alone can solve fewer tasks than "
         "one trained on blind and random play",
         effect="training tasks with a success in 16 episodes each, 15.2's base minus the "
         "random-only base",
+        source="lab",
+        passage="the book asks how the set of tasks the base can solve changes with random play "
+        "only; the lab predicts it shrinks",
         cause="random play's rare right edits still reach as many tasks as blind guessing",
     ),
     draw,
@@ -153,21 +156,28 @@ EXERCISE_2 = Problem(
         (
             "plateau_gap",
             Claim(
-                book="expert iteration, filtered cloning, converges within the base's support: "
+                text="expert iteration, filtered cloning, converges within the base's support: "
                 "from the random-only base it plateaus lower",
                 effect="train pass after the last round, from 15.2's base minus from the "
                 "random-only base",
+                source="book",
+                passage="expert iteration can only sharpen behavior that already has support, "
+                "which is the coverage limit of filtered cloning.",
+                premise="effect",
                 cause="expert iteration from the random-only base catches up within 4 rounds",
             ),
         ),
         (
             "init_kept",
             Claim(
-                book="and never on init, whose fix needs a name random play never gives",
+                text="and never on init, whose fix needs a name random play never gives",
                 effect="init training tasks ever kept by expert iteration from the random-only "
                 "base (< 0.5: none)",
                 threshold=0.5,
                 below=True,
+                source="book",
+                passage="The four tasks the weak base never solved form one whole family, init. "
+                "The kept set contains no example of it, so no round can learn it",
                 cause="the random-only base learned to name the accumulator",
             ),
         ),

@@ -198,12 +198,16 @@ def draw(per_seed: list[dict], path) -> None:
 EXERCISE_4 = Problem(
     exercise_4,
     Claim(
-        book="RFT that also trains on failures with weight -Rbar/(1-Rbar) recovers the "
+        text="RFT that also trains on failures with weight -Rbar/(1-Rbar) recovers the "
         "mean-baseline policy gradient up to scale (1 - Rbar per group)",
         effect="worst relative residual |g_pg - (1-Rbar) g_rft+b| / |g_pg| over mixed groups "
         "(< 1e-4)",
         threshold=TOL,
         below=True,
+        source="book",
+        passage="Add a group baseline to RFT by also training on failures with weight "
+        "-Rbar/(1-Rbar) per group. Show that this recovers the baseline policy gradient up to "
+        "scale",
         cause="the identity failed: weights that are not the group's baseline advantages",
     ),
     draw,
@@ -211,11 +215,14 @@ EXERCISE_4 = Problem(
         (
             "plateau_shift",
             Claim(
-                book="it does not raise the plateau: an all-fail group has Rbar = 0 and adds no "
+                text="it does not raise the plateau: an all-fail group has Rbar = 0 and adds no "
                 "signal, so the tasks RFT never solves stay unsolved",
                 effect="final train pass, RFT + group baseline minus RFT (< 0.05)",
                 threshold=0.05,
                 below=True,
+                source="lab",
+                passage="the book asks to measure whether the group baseline changes the plateau "
+                "of Section 15.3; the lab predicts not, an all-fail group adding no signal",
                 cause="the negative signal on solved tasks' failures raises the plateau",
             ),
         ),

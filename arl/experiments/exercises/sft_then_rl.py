@@ -143,10 +143,13 @@ def draw(per_seed: list[dict], path) -> None:
 EXERCISE_6 = Problem(
     exercise_6,
     Claim(
-        book="RL from a warm start gains most where its groups carry signal: the more "
+        text="RL from a warm start gains most where its groups carry signal: the more "
         "informative groups at the start, the larger RL's held-out gain",
         effect="slope of RL's held-out gain on the starting informative share, over the "
         "checkpoints at SFT steps 10, 20, 40 (> 0)",
+        source="lab",
+        passage="the book asks to plot final held-out pass against the starting informative "
+        "share; the lab predicts RL's held-out gain rises with the share",
         cause="the gain is set by the starting pass rate (room left) more than by the share",
     ),
     draw,
@@ -154,9 +157,13 @@ EXERCISE_6 = Problem(
         (
             "final_slope",
             Claim(
-                book="the cold start ends RL at least as high as longer SFT (book: 0.95 held-out "
+                text="the cold start ends RL at least as high as longer SFT (book: 0.95 held-out "
                 "against 0.93): final held-out rises with the starting informative share",
                 effect="slope of final held-out pass on the starting informative share (> 0)",
+                source="lab",
+                passage="the book asks to plot final held-out pass against the starting "
+                "informative share; the lab predicts it rises (the book: 0.95 after the step-20 "
+                "cold start, 0.93 after SFT)",
                 cause="the later checkpoints start higher, and 40 RL steps do not close the gap",
             ),
         ),

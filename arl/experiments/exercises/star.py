@@ -163,11 +163,14 @@ def draw(per_seed: list[dict], path) -> None:
 EXERCISE_3 = Problem(
     exercise_3,
     Claim(
-        book="with the forced tokens masked, init does not become learnable: the hint is the "
+        text="with the forced tokens masked, init does not become learnable: the hint is the "
         "skill, and the loss never sees it",
         effect="init train pass after the last round, STaR minus expert iteration (< 0.05)",
         threshold=0.05,
         below=True,
+        source="lab",
+        passage="the book asks whether init becomes learnable when the forced tokens are masked "
+        "out of the loss; the lab predicts not, the forced op being the skill",
         cause="the model's own tokens after a hinted edit carried the init skill",
     ),
     draw,
@@ -175,9 +178,13 @@ EXERCISE_3 = Problem(
         (
             "coverage",
             Claim(
-                book="rationalization fills the coverage gap of the data: it holds episodes of "
+                text="rationalization fills the coverage gap of the data: it holds episodes of "
                 "the tasks filtering never keeps",
                 effect="training tasks in the last round's SFT data, STaR minus expert iteration",
+                source="book",
+                passage='STaR\'s "rationalization" step, which regenerates a rationale given the '
+                "correct answer for problems the model fails, addresses the coverage half of this "
+                "problem",
                 cause="the hinted episodes failed too (the model does not submit after the edit)",
             ),
         ),

@@ -37,7 +37,10 @@ from arl.experiments.problems import (
     systems,
 )
 from arl.experiments.problems.common import (
-    Claim,
+    NOT_JUDGED,
+    NOT_SHOWN,
+    SHOWN,
+    SOURCES,
     Ctx,
     Problem,
     cause_of,
@@ -142,18 +145,17 @@ def measure_seed(number: int, quick: bool, seed: int, kind: str = "problem") -> 
 
 
 def _settings(number: int, quick: bool, kind: str = "problem") -> dict:
-    """What a resumed or read-back run must share: the problem (or exercise), its size and its
-    claim."""
-    claim = asdict(_get(number, kind).claim)
-    return plain({kind: number, "quick": quick, "claim": claim})
+    """What a resumed or read-back run must share: the problem (or exercise), its size and what
+    each claim's per-seed effect measures."""
+    effects = {key: c.effect for key, c in _get(number, kind).claims}
+    return plain({kind: number, "quick": quick, "effects": effects})
 
 
 def _same_measurement(saved: dict, settings: dict, kind: str = "problem") -> bool:
-    """Whether saved seeds measured what `settings` measures: the problem, its size and its
-    effect. The claim's threshold, direction and cause may differ: the verdict is redone."""
-    claim = saved.get("claim") if isinstance(saved.get("claim"), dict) else {}
-    theirs = (saved.get(kind), saved.get("quick"), claim.get("effect"))
-    return theirs == (settings[kind], settings["quick"], settings["claim"]["effect"])
+    """Whether saved seeds measured what `settings` measures: the problem, its size and every
+    claim's effect. Thresholds, directions and causes may differ: the verdicts are redone."""
+    theirs = (saved.get(kind), saved.get("quick"), saved.get("effects"))
+    return theirs == (settings[kind], settings["quick"], settings["effects"])
 
 
 def _read(path: Path, kind: str = "problem") -> dict:
@@ -198,17 +200,21 @@ def run(
     log: Callable[[str], None] = lambda line: None,
     kind: str = "problem",
 ) -> dict:
-    """Run one problem (or exercise: `kind`) on `seeds`; write results.json and problem-N.png
-    (exercise-N.png) under out.
+    """Run one problem (or exercise: `kind`) on `seeds` (default: its locked judged seeds);
+    write results.json and problem-N.png (exercise-N.png) under out.
 
-    Seeds run where `where` says (this process, local processes, Ray), each saved to
-    results.partial.json as it finishes; a rerun resumes them, and seeds of a finished run
-    with the same settings are read back, not rerun (the verdict, conclusion and figure are
-    made again from them). Another run's folder is refused unless `overwrite`.
+    The rule must be as locked (arl.experiments.locks) before any seed runs. Seeds run where
+    `where` says (this process, local processes, Ray), each saved to results.partial.json as
+    it finishes; a rerun resumes them, and seeds of a finished run with the same measurement
+    are read back, not rerun (the verdicts, conclusion and figure are made again from them).
+    Another run's folder is refused unless `overwrite`.
     """
+    from arl.experiments import locks
+
     reg = registry(kind)
     problem = _get(number, kind)
-    seeds = [0] if seeds is None else list(seeds)
+    lock = locks.require(f"{kind} {number}")  # before anything runs
+    seeds = list(problem.seeds) if seeds is None else list(seeds)
     for s in seeds:
         check_seed("--seed", s)
     out = Path(out or reg.default_out(number))
@@ -239,18 +245,16 @@ def run(
             )
         per_seed = [done[s] for s in seeds]
         check_records(problem, per_seed, out)
-        verdict = judge(problem.claim, per_seed)
+        claims = judge_all(problem, per_seed)
         draw(problem, per_seed, out, number, reg.figure(number))
-        more = [judged(key, claim, per_seed) for key, claim in problem.more]
         results = {
             **settings,
+            "rule": {**lock, "seeds": list(problem.seeds), "interval": locks.INTERVAL},
             "seeds": seeds,
-            "effect": {k: verdict[k] for k in ("n", "mean", "se", "lo", "hi", "z", "k")},
-            "identity_holds": verdict["identity_holds"],
-            "shown": verdict["shown"] and all(c["shown"] for c in more),
-            "conclusion": verdict_line(problem.claim, verdict),
-            "cause": cause_of(problem.claim, verdict) or _first_cause(more),
-            **({"claims": more} if more else {}),
+            "on_locked_seeds": seeds == list(problem.seeds),
+            "shown": all(c["shown"] for c in claims),
+            "counts": counts(claims),
+            "claims": claims,
             "per_seed": per_seed,
             "seconds": round(sum(r["seconds"] for r in per_seed), 1),
         }
@@ -258,6 +262,44 @@ def run(
         atomic_write_json(out / "results.json", results)
         (out / "results.partial.json").unlink(missing_ok=True)
     return results
+
+
+def judge_all(problem: Problem, per_seed: list[dict]) -> list[dict]:
+    """Every claim judged over seeds in order, main first: a conditional claim is judged only
+    when its premise (an earlier claim) is shown."""
+    status: dict[str, bool] = {}
+    out = []
+    for key, claim in problem.claims:
+        premise = status[claim.premise] if claim.premise else True
+        v = judge(claim, [{**r, "effect": r[key]} for r in per_seed], premise)
+        status[key] = v["shown"]
+        out.append(
+            {
+                "key": key,
+                "claim": asdict(claim),
+                "status": v["status"],
+                "shown": v["shown"],
+                "identity_holds": v["identity_holds"],
+                "effect": {k: v[k] for k in ("n", "mean", "se", "lo", "hi", "df", "t", "k")},
+                "conclusion": verdict_line(claim, v),
+                "cause": cause_of(claim, v),
+            }
+        )
+    return out
+
+
+def counts(claims: list[dict]) -> dict[str, dict[str, int]]:
+    """Book claims and lab hypotheses counted apart: how many, shown, not shown, not judged."""
+    out = {}
+    for source in SOURCES:
+        mine = [c for c in claims if c["claim"]["source"] == source]
+        out[source] = {
+            "claims": len(mine),
+            "shown": sum(c["status"] == SHOWN for c in mine),
+            "not_shown": sum(c["status"] == NOT_SHOWN for c in mine),
+            "not_judged": sum(c["status"] == NOT_JUDGED for c in mine),
+        }
+    return out
 
 
 def check_records(problem: Problem, per_seed: list[dict], out: Path) -> None:
@@ -287,83 +329,100 @@ def draw(problem: Problem, per_seed: list[dict], out: Path, number: int, name: s
         ) from None
 
 
-def judged(key: str, claim: Claim, per_seed: list[dict]) -> dict:
-    """One more claim of a problem, judged over seeds on the per-seed value under `key`."""
-    v = judge(claim, [{"effect": r[key]} for r in per_seed])
-    return {
-        "key": key,
-        "claim": asdict(claim),
-        "shown": v["shown"],
-        "effect": {k: v[k] for k in ("n", "mean", "se", "lo", "hi", "z", "k")},
-        "conclusion": verdict_line(claim, v),
-        "cause": cause_of(claim, v),
-    }
-
-
-def _first_cause(more: list[dict]) -> str:
-    return next((c["cause"] for c in more if not c["shown"]), "")
+def seeds_for(problem: Problem, first: int | None = None, count: int | None = None) -> list[int]:
+    """The seeds to run: the locked judged seeds, or `count` seeds from `first` (each defaulting
+    to the lock's first seed and number of seeds)."""
+    if first is None and count is None:
+        return list(problem.seeds)
+    first = problem.seeds[0] if first is None else first
+    count = len(problem.seeds) if count is None else count
+    return list(range(first, first + count))
 
 
 def summary_rows(results: dict[int, dict], kind: str = "problem") -> list[dict]:
-    """One row per problem: the book's claim, the effect over seeds, shown or not, the cause."""
+    """One row per claim of every experiment: its source, text, effect over seeds with its t
+    bounds, k of N, status and cause."""
     rows = []
     for n, r in results.items():
-        e = r["effect"]
-        rows.append(
-            {
-                kind: n,
-                "claim": r["claim"]["book"],
-                "effect": r["claim"]["effect"],
-                "measured": f"{num(e['mean'], True)} +- {num(e['se'])} "
-                f"[{num(e['lo'], True)}, {num(e['hi'], True)}]",
-                "seeds": f"{e['k']}/{e['n']}",
-                "shown": r["shown"],
-                "cause": r["cause"],
-            }
-        )
+        for c in r["claims"]:
+            e = c["effect"]
+            rows.append(
+                {
+                    kind: n,
+                    "key": c["key"],
+                    "source": c["claim"]["source"],
+                    "claim": c["claim"]["text"],
+                    "effect": c["claim"]["effect"],
+                    "measured": f"{num(e['mean'], True)} +- {num(e['se'])} "
+                    + (f"[{num(e['lo'], True)}, {num(e['hi'], True)}]" if e["n"] > 1 else ""),
+                    "df": e["df"],
+                    "seeds": f"{e['k']}/{e['n']}",
+                    "status": c["status"],
+                    "shown": c["shown"],
+                    "cause": c["cause"],
+                }
+            )
     return rows
+
+
+def count_line(counts_: dict[str, dict[str, int]]) -> str:
+    """Book claims and lab hypotheses, counted apart, in one line."""
+    b, lab = counts_["book"], counts_["lab"]
+    return (
+        f"book claims: {b['shown']} of {b['claims']} shown ({b['not_judged']} not judged: "
+        f"premise not shown); lab hypotheses: {lab['shown']} of {lab['claims']} supported "
+        f"({lab['not_judged']} not judged)"
+    )
 
 
 def markdown(rows: list[dict], quick: bool, kind: str = "problem") -> str:
     head = [
-        f"| {kind} | book's claim | effect (per seed) | mean +- SE [2-SE interval] | seeds "
-        "| shown | cause if not |",
-        "|---|---|---|---|---|---|---|",
+        f"| {kind} | source | claim | effect (per seed) | mean +- SE [t bounds] | df | seeds "
+        "| verdict | cause if not shown |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731 (a | inside a cell)
     lines = [
-        f"| {r[kind]} | {cell(r['claim'])} | {cell(r['effect'])} | {r['measured']} "
-        f"| {r['seeds']} | {'yes' if r['shown'] else 'no'} | {cell(r['cause'])} |"
+        f"| {r[kind]} | {r['source']} | {cell(r['claim'])} | {cell(r['effect'])} "
+        f"| {r['measured']} | {r['df']} | {r['seeds']} | {r['status']} | {cell(r['cause'])} |"
         for r in rows
     ]
-    shown = sum(r["shown"] for r in rows)
     note = " (QUICK settings: too small to show anything; not results)" if quick else ""
-    return (
-        "\n".join(
-            [f"{shown} of {len(rows)} {kind}s show their mechanism{note}.", "", *head, *lines]
-        )
-        + "\n"
-    )
+    return "\n".join([count_line(counts_of_rows(rows)) + note + ".", "", *head, *lines]) + "\n"
 
 
-def run_all(seeds: list[int], out: str | Path | None = None, **opts: Any) -> dict:
-    """Every problem (or exercise) in sequence (each into out/problem-N, resumable), then
-    summary.json and summary.md with one row per problem; out: runs/problems by default.
-    opts: `run`'s quick, overwrite, where, log and kind, the same for every problem."""
+def counts_of_rows(rows: list[dict]) -> dict[str, dict[str, int]]:
+    """counts() over summary rows."""
+    return counts([{"claim": {"source": r["source"]}, "status": r["status"]} for r in rows])
+
+
+def run_all(
+    first: int | None = None,
+    count: int | None = None,
+    out: str | Path | None = None,
+    **opts: Any,
+) -> dict:
+    """Every problem (or exercise) in sequence (each into out/problem-N, resumable) on its
+    locked seeds (or `count` from `first`), then summary.json and summary.md with one row per
+    claim; out: runs/problems by default. opts: `run`'s quick, overwrite, where, log and kind,
+    the same for every problem."""
     kind, log = opts.get("kind", "problem"), opts.get("log", lambda line: None)
     entries = registry(kind).entries
     out = Path(out or registry(kind).default_out())
     results = {}
     for n in entries:
         log(f"{kind} {n} ({list(entries).index(n) + 1}/{len(entries)})")
+        seeds = seeds_for(entries[n], first, count)
         results[n] = run(n, seeds, out=out / f"{kind}-{n}", **opts)
     rows = summary_rows(results, kind)
     quick = opts.get("quick", False)
     payload = {
         "quick": quick,
-        "seeds": seeds,
+        "seeds": {n: r["seeds"] for n, r in results.items()},
+        "counts": counts_of_rows(rows),
         "shown": sum(r["shown"] for r in rows),
-        f"{kind}s": len(rows),
+        "claims": len(rows),
+        f"{kind}s": len(results),
         "rows": rows,
     }
     atomic_write_json(out / "summary.json", plain(payload))

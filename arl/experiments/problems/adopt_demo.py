@@ -104,12 +104,15 @@ def draw_30(per_seed: list[dict], path) -> None:
 PROBLEM_30 = Problem(
     problem_30,
     Claim(
-        book="adopt a change only if it wins by a margin larger than seed noise; the book "
+        text="adopt a change only if it wins by a margin larger than seed noise; the book "
         "keeps 'the mean (or leave-one-out) baseline' (Problem 4) as equals, so leave-one-out's "
         "paired held-out gain over the mean baseline stays below the 0.02 margin",
         effect="held-out pass, LOO minus mean, same start, seed and evaluation episodes",
         threshold=DEMO.margin,
         below=True,
+        source="book",
+        passage="Adopt it if it wins at the modest scale with a margin larger than seed noise ... "
+        "keep the mean (or leave-one-out) baseline",
         cause="the paired gain is seed noise: the two runs' first AdamW updates agree within "
         "0.1%, their sampled batches stay the same for 4-16 steps and then drift apart, and at "
         "the held-out ceiling (0.91-0.98) their gain spreads over -0.069 to +0.006 per seed "
@@ -120,22 +123,29 @@ PROBLEM_30 = Problem(
         (
             "scale_gap",
             Claim(
-                book="reproduce the mechanism first: on real groups, leave-one-out removes the "
+                text="reproduce the mechanism first: on real groups, leave-one-out removes the "
                 "mean baseline's shrinkage of every advantage by (G-1)/G, and only that",
                 effect="max |A_loo / A_mean - G/(G-1)| over the first batch's mixed groups",
                 threshold=1e-6,
                 below=True,
+                source="book",
+                passage="The book's default is to reproduce the mechanism before the headline: "
+                "implement the change as a flag, test it on a small controlled environment where "
+                "you can measure its effect on the quantity it claims to fix",
                 cause="no group of the cold start's first batch was mixed",
             ),
         ),
         (
             "entropy_worse",
             Claim(
-                book="and the change regresses no guardrail metric (here: entropy, the first "
+                text="and the change regresses no guardrail metric (here: entropy, the first "
                 "to collapse)",
                 effect="held-out action entropy, mean minus LOO (nats/token; < 0.03)",
                 threshold=dict(DEMO.guardrails)["entropy"],
                 below=True,
+                source="book",
+                passage="Adopt it if it wins at the modest scale with a margin larger than seed "
+                "noise and does not regress any guardrail metric.",
                 cause="the held-out entropy of two runs that drifted apart differs by -0.034 "
                 "to +0.064 nats/token per seed (4 seeds; neither arm collapses: 0.063-0.129), "
                 "so its interval reaches the 0.03 bound",

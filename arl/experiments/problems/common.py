@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,53 +33,119 @@ class Ctx:
         return quick if self.quick else full
 
 
+SOURCES = ("book", "lab")  # a claim paraphrases the book's text, or is the lab's own hypothesis
+
+
 @dataclass(frozen=True)
 class Claim:
-    """What a problem tests over seeds: the book's claim, and the per-seed effect that shows
-    its mechanism. Shown when the effect's interval (mean +- Z standard errors over seeds) lies
-    above `threshold` (below it when `below`), and every seed's `holds` (an identity checked
-    within that seed, where the problem has one) is true."""
+    """What an experiment tests over seeds: one claim, and the per-seed effect that shows its
+    mechanism. Shown when the effect's one-sided 97.5% Student-t bound over seeds lies above
+    `threshold` (the upper bound below it when `below`), and every seed's `holds` (an identity
+    checked within that seed, where the experiment has one) is true.
 
-    book: str  # the book's claim, one line
+    The rule (every field but `cause`) is locked before its judged seeds run
+    (arl.experiments.locks); `cause` explains a claim not shown and may be written after."""
+
+    text: str  # the claim, one line
     effect: str  # what the per-seed effect measures, with its units
     threshold: float = 0.0
     below: bool = False
+    source: str = "book"  # "book": the book's passage paraphrased; "lab": the lab's hypothesis
+    passage: str = ""  # the book's words it paraphrases (book claims), or why the lab asks it
+    premise: str = ""  # the key of this experiment's claim it is conditional on ("" for none)
     cause: str = ""  # the likely cause when it does not show here, and what gym change would
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"claim source must be one of {SOURCES}, got {self.source!r}")
+        if self.source == "book" and not self.passage:
+            raise ValueError(f"a book claim names its passage: {self.text!r}")
+
+    def rule(self) -> dict:
+        """The locked part of the claim: everything but the explanation `cause`."""
+        return {k: v for k, v in asdict(self).items() if k != "cause"}
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """A setting the lab chose by looking at runs: its value, the seeds those runs used, and
+    how. Judged seeds never include a tuning seed (new choices use seeds 100 and above)."""
+
+    setting: str
+    value: Any
+    seeds: tuple[int, ...]
+    how: str
 
 
 Measure = Callable[[Ctx], tuple[dict, str]]  # one seed -> (results with "effect", detail line)
 Draw = Callable[[list[dict], Path], None]  # every seed's results -> the figure at that path
+# The judged seeds: 8 seeds no earlier run of any experiment used (the lab's first runs and
+# its tuning used seeds 0-7; new tuning uses seeds 100 and above), run after the rules locked.
+JUDGED = tuple(range(10, 18))
+MAIN = "effect"  # the per-seed key of an experiment's main claim
 
 
 @dataclass(frozen=True)
 class Problem:
-    """A reproduced problem: one seed's measurement, the claim judged over seeds, its figure.
+    """A reproduced problem: one seed's measurement, the claims judged over seeds, its figure.
 
-    A problem whose answer makes several claims judges each over seeds: `claim` on the per-seed
-    "effect", and each of `more` on its own per-seed key; it is shown when all of them are."""
+    The main claim is judged on the per-seed "effect", each of `more` on its own per-seed key.
+    `settings` (what the arms are: start, steps, learning rates, evaluation), `tuned` and
+    `seeds` are part of the locked rule: the judged seeds are `seeds`, none of them a seed any
+    `tuned` choice looked at."""
 
     measure: Measure
     claim: Claim
     draw: Draw
     more: tuple[tuple[str, Claim], ...] = ()  # (per-seed result key, its claim)
+    settings: dict[str, Any] = field(default_factory=dict)
+    tuned: tuple[Tuning, ...] = ()
+    seeds: tuple[int, ...] = JUDGED
+
+    def __post_init__(self) -> None:
+        keys = [k for k, _ in self.claims]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"claim keys repeat: {keys}")
+        for i, (key, c) in enumerate(self.claims):
+            if c.premise and c.premise not in keys[:i]:
+                raise ValueError(f"claim {key}: premise {c.premise!r} is not an earlier claim")
+        tuning = {s for t in self.tuned for s in t.seeds}
+        if tuning & set(self.seeds):
+            raise ValueError(f"judged seeds {sorted(tuning & set(self.seeds))} took part in tuning")
+
+    @property
+    def claims(self) -> tuple[tuple[str, Claim], ...]:
+        """Every claim with its per-seed key, the main one first."""
+        return ((MAIN, self.claim), *self.more)
 
 
-Z = 2.0  # the interval's half-width, in standard errors over seeds
+SHOWN, NOT_SHOWN, NOT_JUDGED = "shown", "not shown", "not judged: premise not shown"
 
 
-def judge(claim: Claim, per_seed: Sequence[dict]) -> dict:
-    """The verdict over seeds: the effect's mean, SE and interval, k of N seeds on the claimed
-    side, whether each seed's identity held, and `shown`."""
+def judge(claim: Claim, per_seed: Sequence[dict], premise_shown: bool = True) -> dict:
+    """The verdict over seeds: the effect's mean, SE and one-sided 97.5% Student-t bounds (df
+    n - 1), k of N seeds on the claimed side, whether each seed's identity held, `shown`, and
+    `status`: shown, not shown, or not judged (a conditional claim whose premise is not shown:
+    never a "no")."""
     effects = [float(r["effect"]) for r in per_seed]
-    e = seed_effect(effects, claim.threshold, Z)
+    e = seed_effect(effects, claim.threshold)
     side = [x < claim.threshold if claim.below else x > claim.threshold for x in effects]
     holds = all(bool(r.get("holds", True)) for r in per_seed)
     beyond = e.hi < claim.threshold if claim.below else e.lo > claim.threshold
+    shown = bool(premise_shown and beyond and holds)
+    status = SHOWN if shown else NOT_SHOWN if premise_shown else NOT_JUDGED
     return {
-        **e.to_dict(),
+        "n": e.n,
+        "mean": e.mean,
+        "se": e.se,
+        "lo": e.lo,
+        "hi": e.hi,
+        "df": e.df,
+        "t": e.t,
         "k": int(sum(side)),
         "identity_holds": holds,
-        "shown": bool(beyond and holds),
+        "shown": shown,
+        "status": status,
     }
 
 
@@ -89,36 +155,63 @@ def num(x: float, sign: bool = False) -> str:
     return format(x, ("+" if sign else "") + spec)
 
 
-def verdict_line(claim: Claim, v: dict) -> str:
-    """One line: shown or not, the effect with its interval over seeds, and the cause if not."""
-    rel = "<" if claim.below else ">"
-    interval = (
-        f"{num(v['mean'], True)} +- {num(v['se'])} SE, {Z:g}-SE interval "
+def interval_text(v: dict) -> str:
+    """The effect with its interval: "mean +- SE, t(df) = T bounds [lo, hi]", or one seed."""
+    if v["n"] < 2:
+        return f"{num(v['mean'], True)} (one seed: no interval)"
+    return (
+        f"{num(v['mean'], True)} +- {num(v['se'])} SE, t({v['df']}) = {v['t']:.2f} bounds "
         f"[{num(v['lo'], True)}, {num(v['hi'], True)}]"
-        if v["n"] > 1
-        else f"{num(v['mean'], True)} (one seed: no interval)"
     )
+
+
+def verdict_line(claim: Claim, v: dict) -> str:
+    """One line: shown, not shown or not judged, the effect with its interval over seeds, and
+    the cause if not shown."""
+    rel = "<" if claim.below else ">"
+    word = {SHOWN: "SHOWN", NOT_SHOWN: "NOT SHOWN", NOT_JUDGED: "NOT JUDGED"}[v["status"]]
     head = (
-        f"{'SHOWN' if v['shown'] else 'NOT SHOWN'}: {claim.effect} = {interval}, "
-        f"{v['k']}/{v['n']} seeds {rel} {claim.threshold:g}"
+        f"{word}: {claim.effect} = {interval_text(v)}, {v['k']}/{v['n']} seeds {rel} "
+        f"{claim.threshold:g}"
     )
     cause = cause_of(claim, v)
-    return head + (f". Likely cause: {cause}" if cause else ".")
+    return head + (
+        f". {'Why' if v['status'] == NOT_JUDGED else 'Likely cause'}: {cause}" if cause else "."
+    )
 
 
 def cause_of(claim: Claim, v: dict) -> str:
-    """Why a claim was not shown ("" when it was): a failed identity, too few seeds for an
-    effect whose mean lies on the claimed side, or the problem's own likely cause."""
-    if v["shown"]:
+    """Why a claim was not shown ("" when it was): its premise not shown, a failed identity,
+    too few seeds for an effect whose mean lies on the claimed side, or the likely cause."""
+    if v["status"] == SHOWN:
         return ""
+    if v["status"] == NOT_JUDGED:
+        return f"its premise ({claim.premise}) is not shown, so it is not judged"
     if not v["identity_holds"]:
         return "the identity the problem checks failed on some seed"
-    if (v["mean"] < claim.threshold) if claim.below else (v["mean"] > claim.threshold):
+    if v["n"] > 1 and (
+        (v["mean"] < claim.threshold) if claim.below else (v["mean"] > claim.threshold)
+    ):
         return (
             f"the mean lies on the claimed side ({v['k']}/{v['n']} seeds), but its "
-            f"interval reaches {claim.threshold:g}: too few seeds for its spread"
+            f"bound reaches {claim.threshold:g}: too few seeds for its spread "
+            f"(about {seeds_needed(v, claim.threshold)} would resolve it)"
         )
     return claim.cause
+
+
+def seeds_needed(v: dict, threshold: float) -> int:
+    """Seeds at which an effect of this mean and per-seed spread would clear `threshold` by its
+    t bound (the smallest n with |mean - threshold| > t(n-1) * sd / sqrt(n); at most 1000)."""
+    from arl.eval.stats import t_critical
+
+    gap, sd = abs(v["mean"] - threshold), v["se"] * math.sqrt(v["n"])
+    if sd == 0:
+        return v["n"]
+    for n in range(2, 1001):
+        if gap > t_critical(n - 1) * sd / math.sqrt(n):
+            return n
+    return 1000
 
 
 def set_threads() -> int:

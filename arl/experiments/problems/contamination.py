@@ -36,6 +36,7 @@ from arl.experiments.problems.common import (
     Claim,
     Ctx,
     Problem,
+    Tuning,
     arms_figure,
     first_last,
     rl_config,
@@ -207,9 +208,13 @@ def conclusion(res: dict) -> str:
 PROBLEM_23 = Problem(
     problem_23,
     Claim(
-        book="a public/fresh gap that grows during post-training beyond a clean pipeline's is a "
+        text="a public/fresh gap that grows during post-training beyond a clean pipeline's is a "
         "property of the data: the benchmark's tasks were in it",
         effect="public/fresh gap (held-out minus fresh pass), late, contaminated minus clean",
+        source="book",
+        passage="if the base model shows a smaller gap, the gap grew during your post-training, "
+        "which points at your data, including RL task sets built from the same repositories as "
+        "the benchmark.",
         cause="the clean pipeline's gap grows as much where it learns: on seeds 1-2 both arms "
         "learn (held-out 0.50 and 0.49 clean, 0.54 and 0.42 contaminated) and both gaps grow "
         "(clean +0.12 and +0.23 over the base's), the fresh tasks being harder for a policy "
@@ -229,18 +234,25 @@ PROBLEM_23 = Problem(
         (
             "widening",
             Claim(
-                book="a gap that widens over RL training is a property of your pipeline",
+                text="a gap that widens over RL training is a property of your pipeline",
                 effect="contaminated gap, late minus the base model's",
+                source="book",
+                passage="Measure the gap between the public and fresh sets across checkpoints; a "
+                "gap that widens over RL training is a property of your pipeline.",
             ),
         ),
         (
             "clean_widening",
             Claim(
-                book="the base model's gap is much smaller; with decontaminated data the gap "
+                text="the base model's gap is much smaller; with decontaminated data the gap "
                 "stays near it",
                 effect="clean gap, late minus the base model's (< 0.1)",
                 threshold=0.1,
                 below=True,
+                source="book",
+                passage="while the base model's ratio between the two sets is much smaller. ... "
+                "The book's default is to decontaminate training tasks against every evaluation "
+                "set",
                 cause="distribution shift, not data: where the clean arm learns (seeds 1-2) "
                 "fresh pass rises less than held-out (its gap +0.12 and +0.23 over the base's); "
                 "held-out under fresh-form names puts part of it on the name form on seed 2 "
@@ -250,8 +262,11 @@ PROBLEM_23 = Problem(
         (
             "benchmark",
             Claim(
-                book="contamination gives the high benchmark score",
+                text="contamination gives the high benchmark score",
                 effect="held-out pass, late, contaminated minus clean",
+                source="book",
+                passage="Contamination: the benchmark's issues, patches, or tests appeared in "
+                "pretraining, SFT, or RL data, so the model recalls rather than repairs.",
                 cause="where the clean arm learns, its skill reaches the benchmark without the "
                 "benchmark's tasks (seeds 1-2: 0.50 against 0.54, 0.49 against 0.42): held-out "
                 "functions are close variants of training ones, so contamination adds only what "
@@ -261,9 +276,12 @@ PROBLEM_23 = Problem(
         (
             "probe",
             Claim(
-                book="the memorization probe: from the issue text alone, a contaminated model "
+                text="the memorization probe: from the issue text alone, a contaminated model "
                 "reproduces the gold patch it was never shown the source of",
                 effect="probe's gold-op share on held-out issues, late, contaminated minus clean",
+                source="book",
+                passage="To test memorization directly, probe the model with the issue text and "
+                "see whether it reproduces the gold patch or file paths it has not been shown.",
                 cause="recall from the issue alone shows on seeds 1 and 3 (0.31 and 0.41 of the "
                 "op probability on the gold op, against 0.19 and 0.14 clean), not on seeds 0 and "
                 "2 (+0.00, +0.03): there the contaminated arm's held-out gain is keyed on the "
@@ -274,9 +292,21 @@ PROBLEM_23 = Problem(
         (
             "probe_own",
             Claim(
-                book="and it does so on the benchmark's issues, not on fresh ones",
+                text="and it does so on the benchmark's issues, not on fresh ones",
                 effect="contaminated probe's gold-op share, held-out issues minus fresh ones",
+                source="book",
+                passage="the benchmark's issues, patches, or tests appeared in pretraining, SFT, "
+                "or RL data, so the model recalls rather than repairs.",
+                premise="probe",
             ),
+        ),
+    ),
+    tuned=(
+        Tuning(
+            "lr",
+            3e-4,
+            (0,),
+            "the trainer default, kept after lr 1e-4 moved neither arm in 60 steps on seed 0",
         ),
     ),
 )

@@ -33,6 +33,7 @@ from arl.experiments.problems.common import (
     Claim,
     Ctx,
     Problem,
+    Tuning,
     base_config,
     new_figure,
     rl_config,
@@ -322,8 +323,11 @@ def draw_29(per_seed: list[dict], path) -> None:
 PROBLEM_29 = Problem(
     problem_29,
     Claim(
-        book="SFT on teacher traces moves the student fast",
+        text="SFT on teacher traces moves the student fast",
         effect="pass rate (30 tasks) at the SFT cold start's FLOPs, SFT minus RL",
+        source="book",
+        passage="SFT on teacher traces is behavior cloning on the teacher's state distribution. "
+        "It is cheap, stable, and moves the student fast when the student is far behind",
         cause="RL moved as fast for the compute, or SFT's traces were too few to learn from",
     ),
     draw_29,
@@ -331,9 +335,14 @@ PROBLEM_29 = Problem(
         (
             "recovery",
             Claim(
-                book="but recovers less from its own mistakes (distillation trains on them)",
+                text="but recovers less from its own mistakes (distillation trains on them)",
                 effect="recovery rate (pass after a forced first call the teacher would not "
                 "make: `test` before `read`), SFT -> distill minus SFT",
+                source="book",
+                passage="the student will visit states the teacher never visited (its own "
+                "mistakes), and the traces teach nothing about recovering from them. ... the "
+                "teacher scores each student token, so the student gets dense supervision on its "
+                "own states",
                 cause="no arm trains on the probe's state: after SFT the student's own first "
                 "call is the teacher's in 99-100% of episodes, so distillation, which corrects "
                 "only the states the student reaches, never meets a `test` before `read`; the "
@@ -345,9 +354,13 @@ PROBLEM_29 = Problem(
         (
             "rl_cost",
             Claim(
-                book="RL needs a nonzero success rate and costs more per useful update",
+                text="RL needs a nonzero success rate and costs more per useful update",
                 effect="FLOPs per task group that carried a gradient, RL over distillation",
                 threshold=1.0,
+                source="book",
+                passage="RL trains on the student's own distribution and optimizes the outcome "
+                "directly, but it needs a nonzero success rate to get gradient and costs far more "
+                "per useful update.",
                 cause="the weak base passes about 0.2, so only 20-30% of RL's groups lack signal "
                 "in its first steps (and pass-rate filtering sits those tasks out), while a "
                 "distillation step pays 17% more for the teacher's forward on longer episodes: "
@@ -357,15 +370,28 @@ PROBLEM_29 = Problem(
         (
             "distill_vs_rl",
             Claim(
-                book="on-policy distillation after SFT reaches at least RL's level for less "
+                text="on-policy distillation after SFT reaches at least RL's level for less "
                 "compute",
                 effect="pass rate (30 tasks): SFT -> distill at half the post-SFT budget minus "
                 "SFT -> RL at the whole budget",
+                source="lab",
+                passage="the book says to use on-policy distillation when the teacher is "
+                "available and shares the tokenizer, without a compute comparison; the lab "
+                "predicts it matches RL for less",
                 cause="after the cold start distillation climbs no faster per FLOP than RL (both "
                 "end at 0.87-0.95): the teacher is the student's size, so its forward adds to "
                 "each step and no smaller student saves compute, where the book's fraction "
                 "comes from (an 8B student of a 32B teacher)",
             ),
+        ),
+    ),
+    tuned=(
+        Tuning(
+            "rl_lr, distill_lr",
+            [RL_LR, DISTILL_LR],
+            (0,),
+            "a sweep from the weak base on seed 0 (train and held-out pass after 100 steps): RL "
+            "1e-4 and 3e-4; distillation 3e-5, 1e-4, 3e-4 and 1e-3 (the last two collapse)",
         ),
     ),
 )

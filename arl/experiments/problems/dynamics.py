@@ -132,12 +132,16 @@ def problem_28(ctx: Ctx):
 PROBLEM_26 = Problem(
     problem_26,
     Claim(
-        book="a learning rate too high for RL with several epochs per batch collapses entropy "
+        text="a learning rate too high for RL with several epochs per batch collapses entropy "
         "(0.9 -> 0.05 nats in 50 steps) and groups go all-pass or all-fail; halve the rate and "
         "use clip-higher",
         effect="share of the starting entropy lost by the last quarter, lr 1e-3 with 2 epochs x 2 "
         "minibatches",
         threshold=0.5,
+        source="book",
+        passage="Fast collapse has a few common causes: a learning rate that is too high for RL "
+        "... many epochs over each batch ... The book's default is to halve the learning rate and "
+        "enable clip-higher first",
         cause="on this gym a too-large step breaks the call format as it sharpens the policy: "
         "failures (most episodes) push their sampled tokens down and mass spreads onto "
         "malformed calls, so the pass rate falls and groups go all-fail (the book's other "
@@ -156,10 +160,14 @@ PROBLEM_26 = Problem(
 PROBLEM_28 = Problem(
     problem_28,
     Claim(
-        book="a loss mask shifted by one trains on the token after each call and skips each "
+        text="a loss mask shifted by one trains on the token after each call and skips each "
         "call's first token: the entropy dashboard reads the wrong positions",
         effect="|dashboard entropy - true policy entropy| at the end, shifted minus correct mask "
         "(nats)",
+        source="book",
+        passage="the mask for a tool span is shifted by one so that its first or last token is "
+        "included. ... training on them lowers measured entropy, which looks like progress on the "
+        "dashboard.",
         cause="the tokens after each call are as predictable as the calls' first tokens, so the "
         "dashboard happens to read the same entropy",
     ),

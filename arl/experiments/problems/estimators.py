@@ -257,10 +257,13 @@ def problem_4(ctx: Ctx):
 PROBLEM_1 = Problem(
     problem_1,
     Claim(
-        book="seq-mean-token-mean gives a short episode's tokens more weight than a long one's "
+        text="seq-mean-token-mean gives a short episode's tokens more weight than a long one's "
         "(60x for 40 vs 2,400 tokens); token-mean weighs every token alike",
         effect="per-token weight, shortest over longest episode, seq_mean_token_mean (x)",
         threshold=1.0,
+        source="book",
+        passage="a token in a 40-token success weighs 60 times more than a token in a 2,400-token "
+        "failure. ... With token_mean, every token in the batch gets weight 1/sum_i L_i",
         cause="every episode of the batch had the same number of policy tokens",
     ),
     draw_1,
@@ -268,10 +271,14 @@ PROBLEM_1 = Problem(
 PROBLEM_2 = Problem(
     problem_2,
     Claim(
-        book="averaging per-microbatch token means reweights tokens by their microbatch's token "
+        text="averaging per-microbatch token means reweights tokens by their microbatch's token "
         "count (9x in the book); the global token count makes accumulation exact",
         effect="|norm ratio - 1| of the per-microbatch-mean gradient, length-bucketed, token_mean",
         threshold=0.0,
+        source="book",
+        passage="The likely bug is computing token_mean inside each microbatch and then averaging "
+        "the microbatch losses. ... The fix is to compute the global normalizer before the "
+        "backward passes",
         cause="microbatches held equal token counts, so the two normalizers coincide",
     ),
     draw_2,
@@ -279,10 +286,13 @@ PROBLEM_2 = Problem(
 PROBLEM_3 = Problem(
     problem_3,
     Claim(
-        book="a fraction p^G + (1-p)^G of groups is all-pass or all-fail, falling as G grows",
+        text="a fraction p^G + (1-p)^G of groups is all-pass or all-fail, falling as G grows",
         effect="degenerate fraction at the smallest G minus at the largest (measured within "
         "3 SE of p^G + (1-p)^G at every G)",
         threshold=0.0,
+        source="book",
+        passage="If a task's success probability is p, the probability of a degenerate group is "
+        "p^G + (1-p)^G.",
         cause="the cold start passes almost every task or almost none, so groups stay degenerate",
     ),
     draw_3,
@@ -290,11 +300,14 @@ PROBLEM_3 = Problem(
 PROBLEM_4 = Problem(
     problem_4,
     Claim(
-        book="dividing by the group std multiplies advantages by 1/sqrt(p(1-p)): 2 at p=0.5, "
+        text="dividing by the group std multiplies advantages by 1/sqrt(p(1-p)): 2 at p=0.5, "
         "3.02 at p=0.125",
         effect="largest |measured factor - 1/sqrt(p(1-p))| over mixed groups",
         threshold=1e-4,
         below=True,
+        source="book",
+        passage="normalization multiplies all advantages by 1/sqrt(p(1-p)), which is 2 at p = 0.5 "
+        "and 3.02 at p = 0.125.",
         cause="no group of the cold start was mixed, so the factor was never measured",
     ),
     draw_4,

@@ -25,6 +25,7 @@ from arl.experiments.problems.common import (
     Claim,
     Ctx,
     Problem,
+    Tuning,
     arms_figure,
     base_config,
     first_last,
@@ -49,8 +50,9 @@ KEYS = (
     "fp_top",
     "immediate_submit_frac",
     "mean_turns",
+    "eval/train_pass",
 )
-START = "weak"  # the start both arms share (the sweep: /work/notes/p10_sweep.py)
+START = "weak"  # the start both arms share (the sweep: docs/sweeps/p10_sweep.py)
 FP_LEVEL = 0.3  # the audit's false-positive share the claim asks for (the book's: 0.6)
 
 
@@ -63,7 +65,7 @@ def arm_runs(ctx: Ctx, kind: str = START) -> dict[str, list[dict]]:
     """One RL run per arm from the same start: the reward of each arm's judge."""
     runs = {}
     for name, reward in ARMS.items():
-        config = rl_config(ctx, steps=ctx.pick(60, 4), eval_every=0)
+        config = rl_config(ctx, steps=ctx.pick(60, 4), eval_every=ctx.pick(10, 2))
         env = JudgedConfig(zero_exploits=config.env.zero_exploits, judge_reward=reward)
         runs[name] = train_pg(judged_start(ctx, kind), replace(config, env=env), tasks_for("train"))
     return runs
@@ -84,8 +86,9 @@ def problem_10(ctx: Ctx):
     res["fp_judge"] = tail_mean(runs[JUDGE], "fp_top")
     res["fp_fixed"] = tail_mean(runs[FIXED], "fp_top")
     res["fp_drop"] = res["fp_judge"] - res["fp_fixed"]
-    res["pass_fixed_minus_judge"] = tail_mean(runs[FIXED], "pass_rate") - tail_mean(
-        runs[JUDGE], "pass_rate"
+    # arms compared on a fixed evaluation's hidden pass (the sampled batch is filtered)
+    res["pass_fixed_minus_judge"] = tail_mean(runs[FIXED], "eval/train_pass") - tail_mean(
+        runs[JUDGE], "eval/train_pass"
     )
     return res, conclusion(res)
 
@@ -107,10 +110,13 @@ def conclusion(res: dict) -> str:
 PROBLEM_10 = Problem(
     problem_10,
     Claim(
-        book="RL against a judge raises the judge's reward while the patches do not get "
+        text="RL against a judge raises the judge's reward while the patches do not get "
         "better: the policy learns what the judge rewards (claims) instead of fixes",
         effect="transcript judge arm: judge-reward gain minus hidden-pass gain (first to last "
         "quarter)",
+        source="book",
+        passage="The policy learned features the judge rewards (assertive claims, length, "
+        "formatting) that are cheaper than correct patches.",
         cause="the judge's reward rose no faster than the hidden pass rate: the policy learned "
         "the fix rather than the claim",
     ),
@@ -128,10 +134,13 @@ PROBLEM_10 = Problem(
         (
             "fp_judge",
             Claim(
-                book="an audit of top-reward episodes finds most of them wrong (60%)",
+                text="an audit of top-reward episodes finds most of them wrong (60%)",
                 effect=f"transcript judge arm: failing share of the top fifth by reward, last "
                 f"quarter (> {FP_LEVEL:g})",
                 threshold=FP_LEVEL,
+                source="book",
+                passage="The audit gives a direct estimate of the problem: 60% of high-reward "
+                "trajectories are false positives.",
                 cause="the top-judged episodes are mostly real fixes: the judge's weight on "
                 "the test outputs outranks its weight on the note",
             ),
@@ -139,19 +148,37 @@ PROBLEM_10 = Problem(
         (
             "fp_drop",
             Claim(
-                book="judging only verifiable artifacts, with the execution check, fixes it",
+                text="judging only verifiable artifacts, with the execution check, fixes it",
                 effect="failing share of the top fifth, last quarter: transcript judge minus "
                 "artifacts judge x exec",
+                source="book",
+                passage="The book's default is to restrict the judge's inputs to verifiable "
+                "artifacts and to combine it with whatever execution signal exists",
+                premise="fp_judge",
                 cause="the transcript judge's top fifth was not mostly wrong either",
             ),
         ),
         (
             "pass_fixed_minus_judge",
             Claim(
-                book="with the fixed reward the policy learns to fix instead",
-                effect="hidden pass, last quarter: artifacts judge x exec minus transcript judge",
+                text="with the fixed reward the policy learns to fix instead",
+                effect="fixed-evaluation hidden pass, last quarter: artifacts judge x exec minus "
+                "transcript judge",
+                source="book",
+                passage="Track judge reward against audited precision; when they diverge, stop "
+                "and fix the reward before training further",
+                premise="effect",
                 cause="the fixed reward did not teach more fixes in the run's steps",
             ),
+        ),
+    ),
+    tuned=(
+        Tuning(
+            "start",
+            START,
+            (0,),
+            "docs/sweeps/p10_sweep.py on seed 0 (weak base against the cold start, 60 steps): a "
+            "start that mostly fixes cannot show a large share of judge-passed failures",
         ),
     ),
 )

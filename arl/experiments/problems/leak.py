@@ -179,10 +179,13 @@ def draw(per_seed: list[dict], path) -> None:
 PROBLEM_11 = Problem(
     problem_11,
     Claim(
-        book="if the canary (a task whose only solution is in the leaked place) is ever solved, "
+        text="if the canary (a task whose only solution is in the leaked place) is ever solved, "
         "the leak is open",
         effect="canary pass rate, last quarter of RL on the leaky history (above a guess's 1/80)",
         threshold=GUESS,
+        source="book",
+        passage="Then add a canary: a task whose only solution is in the leaked location. If the "
+        "canary is ever solved, the leak is open.",
         cause="TinyAgent's start copies no digits from what it reads: on seed 0 the cold start, "
         "and the oracle SFT after all its 100 steps, copied the key the log showed in 0 of 128 "
         "canary episodes (their const edits carry digits unrelated to those shown, some one "
@@ -193,20 +196,28 @@ PROBLEM_11 = Problem(
         (
             "sealed_canary",
             Claim(
-                book="the sealed environment closes the leak",
+                text="the sealed environment closes the leak",
                 effect="canary pass rate over RL on the sealed history (below twice a guess's "
                 "1/80: a policy that always tries the const edit guesses 1 in 80)",
                 threshold=2 * GUESS,
                 below=True,
+                source="book",
+                passage="diff the container's file system and history against what the agent is "
+                "supposed to see, strip future history, keep hidden tests outside the container "
+                "and copy them in only at reward time, and disable network access.",
+                premise="effect",
                 cause="the sealed arm guessed the key more often than chance",
             ),
         ),
         (
             "fast_family",
             Claim(
-                book="the family the leak serves learns suspiciously fast",
+                text="the family the leak serves learns suspiciously fast",
                 effect="leaky arm: the canary family's pass-rate gain (last minus first quarter) "
                 "minus the other families' mean gain",
+                source="book",
+                passage="A jump this fast on one family suggests the agent found information that "
+                "makes the task easier than intended.",
                 cause="the canary family cannot rise while the policy does not copy the key "
                 "(the first claim's cause); the other families, which a read solves, move as "
                 "RL moves them",
@@ -215,8 +226,12 @@ PROBLEM_11 = Problem(
         (
             "leak_share",
             Claim(
-                book="leak-inspecting calls grow among successful episodes",
+                text="leak-inspecting calls grow among successful episodes",
                 effect="leaky arm: share of successes that called log, last minus first quarter",
+                source="book",
+                passage="Trajectories show the agent running git log and grep before editing. ... "
+                "Measure per-family learning speed and the frequency of history-inspection tool "
+                "calls in successful trajectories.",
                 cause="log pays nothing over read on the families a read solves, and the "
                 "canary's rare successes are guesses, with or without a log call",
             ),
@@ -224,9 +239,14 @@ PROBLEM_11 = Problem(
         (
             "heldout_leak",
             Claim(
-                book="the leak, not memory, solves the canary: held-out canaries are solved too",
+                text="the leak, not memory, solves the canary: held-out canaries are solved too",
                 effect="held-out canary pass rate after RL on the leaky history (above 1/80)",
                 threshold=GUESS,
+                source="lab",
+                passage="the book's canary is one whose only solution is in the leaked location; "
+                "the lab adds held-out canaries, never trained on, to tell a copied key from a "
+                "memorized one",
+                premise="effect",
                 cause="the policy does not copy the key on any canary (the first claim's cause)",
             ),
         ),

@@ -25,6 +25,7 @@ from arl.experiments.problems.common import (
     Claim,
     Ctx,
     Problem,
+    Tuning,
     first_last,
     rl_config,
     save_figure,
@@ -326,10 +327,14 @@ def draw(per_seed: list[dict], path) -> None:
 PROBLEM_27 = Problem(
     problem_27,
     Claim(
-        book="under sequence-mean aggregation a long failure spreads its negative advantage over "
+        text="under sequence-mean aggregation a long failure spreads its negative advantage over "
         "more tokens, so failed episodes grow longer; token-level aggregation stops it",
         effect="growth of mean failure length (policy tokens, probes' last quarter minus "
         "first), seq_mean_token_mean minus token_mean",
+        source="book",
+        passage="Under sequence-mean aggregation, a longer failed trajectory spreads its negative "
+        "advantage over more tokens, so each token is pushed down less ... The book's default is "
+        "token-level or constant-normalizer aggregation",
         cause="the sign depends on the seed, with a spread larger than the effect: on some "
         "seeds token_mean, not sequence-mean, turns failures within 5 steps into loops of a "
         "repeated 2-token call cut at the 12-turn budget (seed 0: 7 -> 24 policy tokens, 0.7 "
@@ -344,8 +349,11 @@ PROBLEM_27 = Problem(
         (
             "seq_growth",
             Claim(
-                book="under sequence-mean aggregation the mean length of failed episodes grows",
+                text="under sequence-mean aggregation the mean length of failed episodes grows",
                 effect="growth of mean failure length under seq_mean_token_mean (policy tokens)",
+                source="book",
+                passage="For a negative advantage this means long failures are punished weakly "
+                "per token, which is one documented route to length growth",
                 cause="sequence-mean's failures grow on some seeds and shrink on others: on "
                 "seed 0 only for a while (to 25 tokens at step 35, malformed and repeated "
                 "calls) before the 5-token blind guess takes over; on seed 1 by more calls (+6.0 "
@@ -355,8 +363,12 @@ PROBLEM_27 = Problem(
         (
             "constant_stops",
             Claim(
-                book="a constant normalizer with the episode's token budget (B x L_max) stops it",
+                text="a constant normalizer with the episode's token budget (B x L_max) stops it",
                 effect="growth of mean failure length, seq_mean_token_mean minus constant",
+                source="book",
+                passage="A constant normalizer ... gives every token the same weight and makes "
+                "the effective step size independent of the batch's lengths",
+                premise="seq_growth",
                 cause="where sequence-mean's failures do not grow there is no growth for the "
                 "constant normalizer to stop; a positive value can mean the constant arm's "
                 "failures shrank more",
@@ -365,12 +377,25 @@ PROBLEM_27 = Problem(
         (
             "in_failures",
             Claim(
-                book="the growth is concentrated in failed episodes",
+                text="the growth is concentrated in failed episodes",
                 effect="growth of mean length under seq_mean_token_mean, failures minus successes",
+                source="book",
+                passage="The increase is concentrated in failed episodes, and more episodes hit "
+                "the context limit. ... The concentration in failures is the clue.",
+                premise="seq_growth",
                 cause="where sequence-mean's episodes lengthen, successes lengthen as much as "
                 "failures (seed 1: +6.9 against +6.3 tokens), while the pass rate rises: not a "
                 "failure-only artifact; where they shrink, both shrink",
             ),
+        ),
+    ),
+    tuned=(
+        Tuning(
+            "max_turns",
+            MAX_TURNS,
+            (0,),
+            "docs/sweeps/p27_sweep.py on seed 0 (6 and 12 turns): at 6, 72% of episodes were cut "
+            "at the budget by step 60; the length rule was revised after the 6-turn run",
         ),
     ),
 )

@@ -238,10 +238,14 @@ def _over_seeds(histories: list[list[dict]], k: str):
 PROBLEM_25 = Problem(
     problem_25,
     Claim(
-        book="a training reward that is not the metric (public tests) climbs without the "
+        text="a training reward that is not the metric (public tests) climbs without the "
         "metric, and the gap shows on held-out tasks of the training distribution",
         effect="objective arm, on (b) held-out training-family tasks: reward gain minus metric "
         "gain (last minus first quarter of the evaluations)",
+        source="book",
+        passage="If training uses public tests, partial credit, or a judge, the policy can "
+        "improve the reward without improving hidden-test success ... if only the reward rises, "
+        "the reward is being gamed.",
         cause="the hardcoding edit did not take over within 60 steps: the public reward also "
         "pays the real fix, so reward and metric climbed together on (b)",
     ),
@@ -250,9 +254,12 @@ PROBLEM_25 = Problem(
         (
             "transfer",
             Claim(
-                book="trained on other tasks than the evaluation's, reward and metric climb "
+                text="trained on other tasks than the evaluation's, reward and metric climb "
                 "together on held-out tasks of the training distribution, not on the evaluation's",
                 effect="distribution arm: metric gain on (b) minus metric gain on (c)",
+                source="book",
+                passage="Are the training tasks from the same distribution as the evaluation "
+                "tasks? ... If both rise there, the issue is transfer or harness mismatch",
                 cause="the hidden reward did not lift the held-out tasks of the training "
                 "families (the fixes learned did not reach their other functions), or it lifted "
                 "the other families as much",
@@ -261,9 +268,13 @@ PROBLEM_25 = Problem(
         (
             "symptom",
             Claim(
-                book="both runs show the scenario: training reward climbs, the evaluation's "
+                text="both runs show the scenario: training reward climbs, the evaluation's "
                 "pass rate is flat",
                 effect="smaller over the two arms of: reward gain on (a) minus metric gain on (c)",
+                source="book",
+                passage="Training reward rises from 0.18 to 0.55 over 400 steps. Held-out "
+                "SWE-bench Verified pass@1, evaluated every 50 steps, stays within one point of "
+                "its starting value.",
                 cause="in one arm the training reward did not climb within 60 steps, or the "
                 "evaluation's metric climbed with it",
             ),
@@ -271,10 +282,14 @@ PROBLEM_25 = Problem(
         (
             "discriminates",
             Claim(
-                book="the cheapest discriminating measurement: reward and metric on held-out "
+                text="the cheapest discriminating measurement: reward and metric on held-out "
                 "training-distribution tasks tell gaming from transfer",
                 effect="smaller of: (b) reward-metric gap opening, objective minus distribution "
                 "arm; (b)-(c) metric gap opening, distribution minus objective arm",
+                source="book",
+                passage="The cheapest discriminating measurement is to evaluate the training "
+                "reward and the evaluation metric on the same held-out training-distribution "
+                "tasks.",
                 cause="the public-reward policy mixes hacks with real fixes on the training "
                 "families (seed 2: 0.75 of its training episodes hardcoded while its metric on "
                 "(b) rose 0.08 -> 0.17), so its (b)-(c) metric gap opens too",

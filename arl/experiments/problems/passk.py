@@ -208,9 +208,13 @@ def trade_panel(ax, per_seed: list[dict], names: list[str]) -> None:
 PROBLEM_24 = Problem(
     problem_24,
     Claim(
-        book="after RL, pass@1 on held-out tasks rises (0.22 -> 0.35)",
+        text="after RL, pass@1 on held-out tasks rises (0.22 -> 0.35)",
         effect="held-out pass@1, RL with the trainer's defaults (clip 0.2/0.28, lr 3e-4) minus "
         "the weak base",
+        source="book",
+        passage="After RL, pass@1 on held-out tasks rises from 0.22 to 0.35. ... RL with an "
+        "on-policy objective concentrates probability on behaviors that already succeed, which "
+        "raises pass@1",
         cause="RL from the weak base can settle on a few tasks instead of learning to read: on "
         "seeds 0 and 3 the defaults end passing two tasks nearly always and the rest rarely "
         "(held-out pass@1 0.16 -> 0.19, 0.20 -> 0.22), on seeds 1-2 they learn three families "
@@ -221,9 +225,12 @@ PROBLEM_24 = Problem(
         (
             "loses_at_k_max",
             Claim(
-                book="at k = 128 the RL model solves fewer tasks than the base (0.62 against 0.71)",
+                text="at k = 128 the RL model solves fewer tasks than the base (0.62 against 0.71)",
                 effect="held-out pass@128, RL defaults minus the weak base",
                 below=True,
+                source="book",
+                passage="At k = 128, the base model solves 0.71 of tasks and the RL model solves "
+                "0.62. ... a sharper distribution can cover less.",
                 cause="with n = 128, pass@128 of a task is 1 while any of its 128 episodes "
                 "passes: an arm that keeps every task at c > 0 cannot lose there (lr 1e-4 on seed "
                 "1 kept all 10, pass@128 1.0 like the base); the losses measured are tasks whose "
@@ -234,9 +241,14 @@ PROBLEM_24 = Problem(
         (
             "crossing_clip_higher",
             Claim(
-                book="clip-higher (entropy-preserving) moves the crossing right",
+                text="clip-higher (entropy-preserving) moves the crossing right",
                 effect="log2 crossing k, clip-higher 0.2/0.28 (the defaults) minus symmetric "
                 "0.2/0.2 (no crossing: k = 129)",
+                source="book",
+                passage="treat a crossing as information about entropy and exploration (Chapter "
+                "10). To act on it, try entropy-preserving changes (clip-higher ... and check "
+                "whether the crossing point moves right",
+                premise="loses_at_k_max",
                 cause="the two arms differ by chance more than by the clip: on seeds 2 and 3 both "
                 "cross at the same k (5, 2), and on seed 0 the symmetric arm's earlier crossing "
                 "is a collapse of its call format (4.7 malformed calls per episode, entropy 0.63 "
@@ -246,8 +258,13 @@ PROBLEM_24 = Problem(
         (
             "crossing_small_lr",
             Claim(
-                book="a smaller learning rate moves the crossing right",
+                text="a smaller learning rate moves the crossing right",
                 effect="log2 crossing k, lr 1e-4 minus the defaults' 3e-4 (no crossing: k = 129)",
+                source="book",
+                passage="To act on it, try entropy-preserving changes (clip-higher, less "
+                "aggressive filtering, a smaller learning rate) and check whether the crossing "
+                "point moves right",
+                premise="loses_at_k_max",
                 cause="lr 1e-4 crossed later on seeds 0-2 (k 4, 6, 6 against 2, 5, 5) but at k = "
                 "1 on seed 3, where in 60 steps it learned less than the defaults (pass@1 0.19 "
                 "against 0.22)",
@@ -256,9 +273,13 @@ PROBLEM_24 = Problem(
         (
             "pass1_clip_higher",
             Claim(
-                book="clip-higher does so without giving back pass@1",
+                text="clip-higher does so without giving back pass@1",
                 effect=f"held-out pass@1, clip-higher (the defaults) minus symmetric (> -{MARGIN})",
                 threshold=-MARGIN,
+                source="book",
+                passage="try entropy-preserving changes (clip-higher ... and check whether the "
+                "crossing point moves right without giving back pass@1.",
+                premise="crossing_clip_higher",
                 cause="the symmetric arm did worse on seeds 0-2 (on seed 0 by collapsing its call "
                 "format) and tied on seed 3 (+0.002)",
             ),
@@ -266,9 +287,14 @@ PROBLEM_24 = Problem(
         (
             "pass1_small_lr",
             Claim(
-                book="a smaller learning rate does so without giving back pass@1",
+                text="a smaller learning rate does so without giving back pass@1",
                 effect=f"held-out pass@1, lr 1e-4 minus the defaults (> -{MARGIN})",
                 threshold=-MARGIN,
+                source="lab",
+                passage="the book asks to check whether a smaller learning rate keeps pass@1 "
+                "(Problem 26 says it slows learning); the lab predicts lr 1e-4 gives back under "
+                "0.02",
+                premise="crossing_small_lr",
                 cause="a third of the learning rate for the same 60 steps learns less: pass@1 "
                 "gives back 0.03, 0.07 and 0.03 on seeds 1-3 (gains 0.08 on seed 0, where the "
                 "defaults settled on one guess): the book's cost of the cheapest remedy",

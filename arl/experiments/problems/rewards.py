@@ -80,10 +80,12 @@ def problem_7(ctx: Ctx):
 
 def problem_8(ctx: Ctx):
     """Partial credit (fraction of hidden tests) against binary and mixed rewards."""
-    keys = ("reward", "pass_rate", "hidden_fraction", "immediate_submit_frac")
-    runs, res = _arms(ctx, "weak", ARMS_8, ctx.pick(40, 4), keys)
-    frac_solve = tail_mean(runs["fraction"], "pass_rate")
-    bin_solve = tail_mean(runs["binary"], "pass_rate")
+    keys = ("reward", "pass_rate", "hidden_fraction", "immediate_submit_frac", "eval/train_pass")
+    evaluated = {n: {**v, "eval_every": ctx.pick(10, 2)} for n, v in ARMS_8.items()}
+    runs, res = _arms(ctx, "weak", evaluated, ctx.pick(40, 4), keys)
+    # the full-solve rates of a fixed evaluation (the sampled batch is filtered)
+    frac_solve = tail_mean(runs["fraction"], "eval/train_pass")
+    bin_solve = tail_mean(runs["binary"], "eval/train_pass")
     train = tasks_for("train")
     buggy = float(np.mean([np.mean(run_tests(t.buggy_source, t.hidden)) for t in train]))
     res["unfixed_function_credit"] = buggy
@@ -275,9 +277,13 @@ def draw_9(per_seed: list[dict], path: Path) -> None:
 PROBLEM_7 = Problem(
     problem_7,
     Claim(
-        book="rewarding the public tests teaches special-casing them (the public-hidden gap "
+        text="rewarding the public tests teaches special-casing them (the public-hidden gap "
         "opens); hidden-test reward with an exploit detector keeps it closed",
         effect="public-hidden pass gap, last quarter, public reward minus hidden reward + detector",
+        source="book",
+        passage="the reward measures agreement with tests the agent can see, and the policy found "
+        "a cheaper way to agree than repairing the function. ... The book's default is "
+        "hidden-test reward plus exploit logging",
         cause="the weak base too rarely plays the hardcoding edit for RL to find and amplify it",
     ),
     arms_figure(
@@ -292,9 +298,12 @@ PROBLEM_7 = Problem(
 PROBLEM_8 = Problem(
     problem_8,
     Claim(
-        book="partial credit (the fraction of tests passed) lets the policy settle for partial "
+        text="partial credit (the fraction of tests passed) lets the policy settle for partial "
         "passes: fewer full solves than the binary reward",
-        effect="full-solve rate, last quarter, binary minus fraction reward",
+        effect="fixed-evaluation full-solve rate, last quarter, binary minus fraction reward",
+        source="book",
+        passage="Partial credit changes the optimal policy, not just the signal density. ... the "
+        "fraction reward makes skipping it rational.",
         cause="the full fix is one edit that costs no more than a partial one, so the fraction "
         "reward's best episode is still the fix; a gym where a partial fix is cheaper than "
         "the full one (several edits, or a per-edit cost) would show it",
@@ -311,12 +320,16 @@ PROBLEM_8 = Problem(
 PROBLEM_9 = Problem(
     problem_9,
     Claim(
-        book="flipping verdicts with probability f scales the expected gradient by 1 - 2f; a "
+        text="flipping verdicts with probability f scales the expected gradient by 1 - 2f; a "
         "majority of 3 re-runs of successes restores most of it",
         effect="largest |measured - predicted gradient scale| over f and votes, in Monte Carlo "
         "standard errors of the measured scale",
         threshold=3.0,
         below=True,
+        source="book",
+        passage="the policy gradient of the expected observed reward is (1-2f) times the true "
+        "gradient. ... a majority vote over a few re-runs for rewarded episodes is cheaper than "
+        "it sounds",
         cause="the measured scale differs from p1 - p0 by more than its Monte Carlo error: the "
         "flips or the votes are not what the prediction assumes",
     ),
@@ -325,9 +338,12 @@ PROBLEM_9 = Problem(
 PROBLEM_12 = Problem(
     problem_12,
     Claim(
-        book="a per-turn step penalty teaches short episodes, down to submitting at once: in a "
+        text="a per-turn step penalty teaches short episodes, down to submitting at once: in a "
         "group a short failure out-earns a long one",
         effect="turns per episode, last quarter, no penalty minus penalty 0.1 (turns)",
+        source="book",
+        passage="The step penalty created this incentive, and the group baseline enforces it: "
+        "within a group, short failures have a higher return than long failures",
         cause="the weak base's success rate is above the penalty's break-even, so longer "
         "attempts still pay",
     ),
@@ -343,10 +359,13 @@ PROBLEM_12 = Problem(
 PROBLEM_13 = Problem(
     problem_13,
     Claim(
-        book="scoring a truncated episode as 0 discards the correct work in it; scoring its final "
+        text="scoring a truncated episode as 0 discards the correct work in it; scoring its final "
         "state with the hidden tests credits that work (the book's default for coding)",
         effect="share of groups with no learning signal (all rewards equal), last quarter, zero "
         "minus final-state scoring",
+        source="book",
+        passage="A third option is to run the hidden tests on the final state at truncation and "
+        "reward that state as if it had been submitted, which credits correct work",
         cause="no truncated episode's final state passed, so both rules scored every episode 0",
     ),
     arms_figure(

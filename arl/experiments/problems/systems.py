@@ -216,10 +216,14 @@ def draw_17(per_seed: list[dict], path: Path) -> None:
 PROBLEM_16 = Problem(
     problem_16,
     Claim(
-        book="with 2-step staleness the sampler mu is off pi_prox (recomputing old_logp hides it); "
+        text="with 2-step staleness the sampler mu is off pi_prox (recomputing old_logp hides it); "
         "the truncated weight min(pi_prox/mu, C) corrects it, and the capped share is the "
         "metric to watch",
         effect="k3 KL(mu || pi_prox) per token, last quarter, staleness 2 minus on-policy (nats)",
+        source="book",
+        passage="Recomputing old_logp with the trainer's current weights makes the PPO ratio "
+        "start at 1 and hides the distribution shift. ... the truncated fraction is the metric to "
+        "watch.",
         cause="two optimizer steps at this learning rate barely move the policy, so mu and "
         "pi_prox agree to rounding",
     ),
@@ -235,9 +239,12 @@ PROBLEM_16 = Problem(
 PROBLEM_17 = Problem(
     problem_17,
     Claim(
-        book="stored as text and retokenized, some trajectories show log-prob gaps above 5 nats: "
+        text="stored as text and retokenized, some trajectories show log-prob gaps above 5 nats: "
         "the trainer scores ids the sampler never produced; token in, token out does not",
         effect="mean |log-prob gap| per policy token, retokenized text minus token in/out (nats)",
+        source="book",
+        passage="about 1% of trajectories show differences above 5 nats at a few positions ... "
+        "the trainer is scoring token ids that the engine never sampled.",
         cause="the text round trip reproduced the sampled ids exactly",
     ),
     draw_17,
