@@ -165,13 +165,23 @@ def seed0(out, n):
     return reproduced.seed0(out, "exercise", n)
 
 
-def test_all_writes_one_row_per_exercise_and_reads_back(every_exercise, capsys):
+def test_all_writes_one_row_per_claim_and_reads_back(every_exercise, capsys):
     summary = json.loads((every_exercise / "summary.json").read_text())
-    assert [r["exercise"] for r in summary["rows"]] == list(EXERCISES)
-    assert summary["exercises"] == len(EXERCISES)
-    assert "exercises show their mechanism (QUICK" in (every_exercise / "summary.md").read_text()
+    claims = {
+        n: len(
+            json.loads((every_exercise / f"exercise-{n}" / "results.json").read_text())["claims"]
+        )
+        for n in EXERCISES
+    }
+    assert [r["exercise"] for r in summary["rows"]] == [
+        n for n, k in claims.items() for _ in range(k)
+    ]
+    assert summary["exercises"] == len(EXERCISES) and summary["claims"] == sum(claims.values())
+    table = (every_exercise / "summary.md").read_text()
+    assert table.startswith("book claims: ") and "(QUICK settings" in table
     out = str(every_exercise)
-    assert main(["reproduce", "exercise", "all", "--quick", "--seeds", "1", "--out", out]) == 0
+    argv = ["reproduce", "exercise", "all", "--quick", "--seed", "0", "--seeds", "1", "--out", out]
+    assert main(argv) == 0
     assert capsys.readouterr().err.count("read back") == len(EXERCISES)
     # an exercise's folder is not a problem's
     with pytest.raises(ArlError, match="holds a run of `arl reproduce exercise 1`"):

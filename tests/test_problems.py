@@ -112,13 +112,18 @@ def test_seeds_resume_after_a_failure_and_run_the_same_on_ray(tmp_path, monkeypa
         problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
     locks.relock(["problem 1"], "a test raises the threshold")
     again = problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
-    assert calls == [0, 1, 1] and done["shown"] and not again["shown"]
+    # the same measurement, judged again by the relocked rule: a bar of 1e9 is not cleared
+    effect = lambda r: {k: v for k, v in r["claims"][0]["effect"].items() if k != "k"}  # noqa: E731
+    assert calls == [0, 1, 1] and effect(again) == effect(done)  # k counts seeds over the bar
+    assert again["claims"][0]["effect"]["k"] == 0 < done["claims"][0]["effect"]["k"]
+    assert again["claims"][0]["status"] != "shown" and not again["shown"]
     assert again["claims"][0]["claim"]["threshold"] == 1e9 and again["rule"]["relocks"] == 1
     with_claim(effect="another quantity")
     locks.relock(["problem 1"], "a test changes the effect")
     with pytest.raises(ArlError, match="another run"):
         problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
     monkeypatch.setattr(problems, "get", real_get)
+    monkeypatch.delenv("ARL_LOCKS")  # back to the package's locks, which match the code
     for garbage in ("{not json", "[1, 2]", '{"problem": 1, "quick": true}'):
         (tmp_path / "a" / "results.json").write_text(garbage)  # corrupt: refused, one line
         with pytest.raises(ArlError, match="results.json"):
@@ -142,17 +147,27 @@ def test_seeds_resume_after_a_failure_and_run_the_same_on_ray(tmp_path, monkeypa
 # --- every problem, quick -----------------------------------------------------------------
 
 
-def test_all_writes_one_summary_row_per_problem(every_problem, capsys):
+def test_all_writes_one_summary_row_per_claim(every_problem, capsys):
     summary = json.loads((every_problem / "summary.json").read_text())
-    assert [r["problem"] for r in summary["rows"]] == list(problems.PROBLEMS)
+    per_problem = {
+        n: len(json.loads((every_problem / f"problem-{n}" / "results.json").read_text())["claims"])
+        for n in problems.PROBLEMS
+    }
+    assert [r["problem"] for r in summary["rows"]] == [
+        n for n, k in per_problem.items() for _ in range(k)
+    ]
+    assert summary["claims"] == len(summary["rows"]) == sum(per_problem.values())
     assert summary["shown"] == sum(r["shown"] for r in summary["rows"])
+    c = summary["counts"]
+    assert c["book"]["claims"] + c["lab"]["claims"] == summary["claims"]
     table = (every_problem / "summary.md").read_text()
-    assert table.count("\n| ") == len(problems.PROBLEMS) + 1  # header and one row each
+    assert table.count("\n| ") == summary["claims"] + 1  # header and one row per claim
     assert "QUICK" in table
     # a second `all` on the finished folder reads every problem back: nothing reruns
     assert (
         main(
-            ["reproduce", "problem", "all", "--quick", "--seeds", "1", "--out", str(every_problem)]
+            ["reproduce", "problem", "all", "--quick", "--seed", "0", "--seeds", "1"]
+            + ["--out", str(every_problem)]
         )
         == 0
     )

@@ -140,7 +140,7 @@ def problems_out(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setattr(problems, "PROBLEMS", {n: problems.PROBLEMS[n] for n in (1, 17)})
     try:
-        problems.run_all([0], quick=True, out=out)
+        problems.run_all(0, 1, quick=True, out=out)  # seed 0: not a locked seed
     finally:
         mp.undo()
     return out
@@ -447,12 +447,19 @@ def test_problems_summary_report(problems_out):
     text = render(problems_out)
     page = Page(text)
     assert not external(page, text)
-    assert [r["problem"] for r in summary["rows"]] == [1, 17]
+    assert sorted(set(r["problem"] for r in summary["rows"])) == [1, 17]  # a row per claim
     for r in summary["rows"]:
         assert f'id="problem-{r["problem"]}"' in text and r["measured"] in text
-    assert len(page.images) == 2
+        assert f"<td>{r['status']}</td>" in text
+    assert text.count('<section class="item"') == 2 and len(page.images) == 2
+    assert text.count("NOT its locked seeds") == 2  # seed 0 is no problem's judged seed
     one = render(problems_out / "problem-17")  # one problem's folder on its own
     assert "arl report: problem 17" in one and len(Page(one).images) == 1
+    results = json.loads((problems_out / "problem-17" / "results.json").read_text())
+    assert results["rule"]["fingerprint"] in one
+    from arl.doctor.report_html import esc
+
+    assert all(esc(c["claim"]["text"]) in one for c in results["claims"])
 
 
 PROBE = """(() => {

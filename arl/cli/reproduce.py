@@ -280,7 +280,7 @@ def add_judged(rs, kind: str, numbers: tuple[int, ...], func, texts: tuple[str, 
     )
     add_seed_flags(
         q,
-        "default: the locked judged seeds, 8 (0-7, or 1-8 where seed 0 tuned a setting)",
+        "default: the locked judged seeds, 10-17 (tuning used other seeds: 0-3 or 100+)",
         "the effects as mean +- SE with t bounds, k/N seeds",
     )
     q.add_argument(

@@ -35,6 +35,7 @@ table { border-collapse: collapse; font-size: 13px; margin: 6px 0 12px 0; }
 th, td { border: 1px solid #d5dbe1; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f2f4f6; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.no td { background: #fdf6f5; } tr.yes td { background: #f4faf6; }
+tr.skip td { background: #f5f5f5; color: #666; }
 figure.png { margin: 12px 0 22px 0; } figure.png img { max-width: 100%; height: auto;
   border: 1px solid #e3e7eb; } figcaption { font-size: 13px; color: #4a5560; }
 details summary { cursor: pointer; font-weight: bold; margin: 6px 0; }

@@ -52,7 +52,7 @@ def kind_of(path: Path) -> str | None:
     data = _json(folder / "results.json")
     if "table" in data and "figures" in data:
         return "ch15"
-    return next((k for k in KINDS if k in data and "claim" in data), None)
+    return next((k for k in KINDS if k in data and "claims" in data), None)
 
 
 def _png(folder: Path, name: str) -> str:
@@ -113,97 +113,120 @@ def num(x: float, sign: bool = True) -> str:
 
 
 def _effect(e: dict) -> str:
-    """mean +- SE [2-SE interval] of a claim's per-seed effect."""
+    """mean +- SE [t bounds] of a claim's per-seed effect (no bounds from one seed)."""
     try:
-        return f"{num(e['mean'])} ± {num(e['se'], False)} [{num(e['lo'])}, {num(e['hi'])}]"
+        bounds = f" [{num(e['lo'])}, {num(e['hi'])}]" if e.get("n", 0) > 1 else ""
+        return f"{num(e['mean'])} ± {num(e['se'], False)}{bounds}"
     except (KeyError, TypeError, ValueError):
         return "?"
 
 
+def _klass(status: str) -> str:
+    return {"shown": "yes", "not judged": "skip"}.get(status, "no")
+
+
 def claims_rows(data: dict) -> tuple[list[tuple], list[str]]:
-    """The main claim and the more claims of one problem: effect, mean +- SE, k/N, shown."""
-    entries = [{"claim": data.get("claim", {}), **data}, *data.get("claims", [])]
+    """Every claim of one problem, main first: source, claim, effect, mean +- SE [t bounds],
+    df, k/N, verdict and the cause of one not shown."""
     rows, classes = [], []
-    for c in entries:
+    for c in data.get("claims", []):
         claim, e = c.get("claim", {}), c.get("effect", {})
+        status = c.get("status", "?")
         rows.append(
             (
-                claim.get("book", ""),
+                claim.get("source", ""),
+                claim.get("text", ""),
                 claim.get("effect", ""),
                 _effect(e),
+                e.get("df", "?"),
                 f"{e.get('k', '?')}/{e.get('n', '?')}",
-                "yes" if c.get("shown") else "no",
-                c.get("cause", "") if not c.get("shown") else "",
+                status,
+                c.get("cause", "") if status != "shown" else "",
             )
         )
-        classes.append("yes" if c.get("shown") else "no")
+        classes.append(_klass(status))
     return rows, classes
 
 
-CLAIM_HEADERS = ("book's claim", "effect (per seed)", "mean ± SE [2-SE]", "seeds", "shown", "cause")
+CLAIM_HEADERS = (
+    "source",
+    "claim",
+    "effect (per seed)",
+    "mean ± SE [t bounds]",
+    "df",
+    "seeds",
+    "verdict",
+    "cause if not shown",
+)
+
+
+def _rule(data: dict) -> str:
+    """The locked rule's fingerprint and date, and whether the judged seeds were its own."""
+    rule = data.get("rule", {})
+    own = "its locked seeds" if data.get("on_locked_seeds") else "NOT its locked seeds"
+    return (
+        f"rule {rule.get('fingerprint', '?')} locked {rule.get('locked', '?')}, "
+        f"{rule.get('interval', '?')}; judged on {own} {rule.get('seeds', '?')}"
+    )
 
 
 def problem(folder: Path, kind: str) -> str:
-    """One problem or exercise: its claims over seeds, its conclusion and its figure."""
+    """One problem or exercise: its claims over seeds, its rule and its figure."""
     data = _json(folder / "results.json")
     n = data.get(kind)
     rows, classes = claims_rows(data)
-    meta = [f"seeds: {data.get('seeds')}", f"seconds: {data.get('seconds', '?')}"]
+    meta = [f"seeds: {data.get('seeds')}", _rule(data), f"seconds: {data.get('seconds', '?')}"]
     body = [
         _quick(data),
         f"<h2>Claims</h2>{table_html(CLAIM_HEADERS, rows, classes)}",
-        f"<p>{esc(data.get('conclusion', ''))}</p>",
         _png(folder, f"{kind}-{n}.png"),
     ]
     return page(f"arl report: {kind} {n}", [*meta, f"path: {folder}"], body)
 
 
 def summary(folder: Path) -> str:
-    """`reproduce problem|exercise all`: the summary table, then each one's claims and figure."""
+    """`reproduce problem|exercise all`: one row per claim, then each one's rule and figure."""
     data = _json(folder / "summary.json")
     kind = next((k for k in KINDS if f"{k}s" in data), "problem")
     rows, classes, body = [], [], [_quick(data)]
     for r in data.get("rows", []):
+        status = r.get("status", "?")
         rows.append(
             (
                 r.get(kind, "?"),
+                r.get("source", ""),
                 r.get("claim", ""),
                 r.get("effect", ""),
                 r.get("measured", ""),
+                r.get("df", ""),
                 r.get("seeds", ""),
-                "yes" if r.get("shown") else "no",
-                r.get("cause", ""),
+                status,
+                r.get("cause", "") if status != "shown" else "",
             )
         )
-        classes.append("yes" if r.get("shown") else "no")
-    headers = (
-        kind,
-        "book's claim",
-        "effect (per seed)",
-        "mean ± SE [2-SE]",
-        "seeds",
-        "shown",
-        "cause if not",
-    )
+        classes.append(_klass(status))
     body.append(
-        f'<section id="summary"><h2>Summary</h2>{table_html(headers, rows, classes)}</section>'
+        f'<section id="summary"><h2>Summary</h2>'
+        f"{table_html((kind, *CLAIM_HEADERS), rows, classes)}</section>"
     )
-    for r in data.get("rows", []):
-        n, sub = r.get(kind), folder / f"{kind}-{r.get(kind)}"
+    for n in dict.fromkeys(r.get(kind) for r in data.get("rows", [])):
+        sub = folder / f"{kind}-{n}"
         body.append(
             f'<section class="item" id="{kind}-{esc(n)}"><h2>{esc(kind.title())} {esc(n)}</h2>'
         )
         if (sub / "results.json").is_file():
             one = _json(sub / "results.json")
-            more_rows, more_classes = claims_rows(one)  # the first is the summary's row
-            if len(more_rows) > 1:
-                more = table_html(CLAIM_HEADERS, more_rows[1:], more_classes[1:])
-                body.append(f"<h3>More claims</h3>{more}")
-            body += [f"<p>{esc(one.get('conclusion', ''))}</p>", _png(sub, f"{kind}-{n}.png")]
+            body += [f"<p>{esc(_rule(one))}</p>", _png(sub, f"{kind}-{n}.png")]
         else:
             body.append(f'<p class="warn">{esc(sub)}/results.json is missing.</p>')
         body.append("</section>")
-    meta = [f"seeds: {data.get('seeds')}", f"{data.get('shown', '?')} of {len(rows)} {kind}s shown"]
+    c = data.get("counts", {})
+    line = "; ".join(
+        f"{src} {c[src].get('shown', '?')} of {c[src].get('claims', '?')} shown"
+        for src in ("book", "lab")
+        if isinstance(c.get(src), dict)
+    )
+    meta = [f"seeds: {data.get('seeds')}", line or f"{data.get('shown', '?')} shown"]
     return page(f"arl report: {kind}s, summary", [*meta, f"path: {folder}"], body)
 
 
