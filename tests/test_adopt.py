@@ -210,5 +210,10 @@ def test_problem_30_runs_one_pair_of_the_command_and_its_mechanism(quick_run, tm
     assert seed0["arms"] == adopt0["arms"] and seed0["effect"] == adopt0["effect"]
     assert seed0["mixed_groups"] > 0 and seed0["scale_gap"] < 1e-9
     assert 0 <= seed0["update_gap"] < 0.05
-    assert [c["key"] for c in r["claims"]] == ["effect", "scale_gap", "entropy_worse"]
+    guards = ["entropy_worse", "malformed_worse", "length_worse"]  # judged as adopt's guardrails
+    assert [c["key"] for c in r["claims"]] == ["effect", "scale_gap", *guards]
+    for c in r["claims"][2:]:
+        name = c["key"].removesuffix("_worse")
+        assert c["claim"]["judged_by"] == "mean" and seed0[c["key"]] == adopt0["worse"][name]
+        assert c["claim"]["threshold"] == dict(problems.get(30).claims)[c["key"]].threshold
     assert (tmp_path / "problem-30.png").stat().st_size > 1000

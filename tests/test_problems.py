@@ -67,6 +67,15 @@ def test_a_claim_is_shown_only_when_its_interval_clears_the_threshold():
     below = claim_(threshold=1e-4, below=True)
     assert judge(below, [{"effect": 1e-7}, {"effect": 2e-7}])["shown"]
     assert not judge(below, [{"effect": 1e-7}, {"effect": 1e-3}])["shown"]
+    # a guardrail judged as `arl adopt` judges one: its mean worsening within the bound (here
+    # 0.0125 < 0.03) even though the t bound (upper 0.0475) is not; one seed shows nothing
+    guard = claim_(threshold=0.03, below=True, judged_by="mean")
+    worse = [{"effect": x} for x in (0.0, 0.05, 0.01, -0.01)]
+    assert judge(guard, worse)["shown"] and not judge(replace(guard, judged_by="t"), worse)["shown"]
+    assert not judge(guard, worse[1:2])["shown"]
+    assert not judge(guard, [{"effect": x} for x in (0.02, 0.05)])["shown"]  # mean 0.035
+    assert "judged by the mean" in verdict_line(guard, judge(guard, worse))
+    assert "judged_by" not in claim_().rule() and guard.rule()["judged_by"] == "mean"
 
 
 def test_seeds_resume_after_a_failure_and_run_the_same_on_ray(tmp_path, monkeypatch):

@@ -20,6 +20,10 @@ from arl.experiments.adopt import AdoptRule, measure_pair
 from arl.experiments.problems.common import Claim, Ctx, Problem, rl_config, start
 
 DEMO = AdoptRule(change=(("baseline", "loo"),), base=(("baseline", "mean"),))
+GUARDRAIL_PASSAGE = (
+    "Adopt it if it wins at the modest scale with a margin larger than seed noise and does not "
+    "regress any guardrail metric."
+)
 
 
 def demo_rule(ctx: Ctx) -> AdoptRule:
@@ -74,7 +78,7 @@ def problem_30(ctx: Ctx):
         "scale_gap": gap,
         "mixed_groups": groups,
         "update_gap": first_update_gap(ctx),
-        "entropy_worse": pair["worse"]["entropy"],
+        **{f"{name}_worse": pair["worse"][name] for name, _ in DEMO.guardrails},
     }
     return res, conclusion(res)
 
@@ -138,17 +142,43 @@ PROBLEM_30 = Problem(
         (
             "entropy_worse",
             Claim(
-                text="and the change regresses no guardrail metric (here: entropy, the first "
-                "to collapse)",
-                effect="held-out action entropy, mean minus LOO (nats/token; < 0.03)",
+                text="and the change regresses no guardrail metric: entropy (the first to "
+                "collapse)",
+                effect="held-out action entropy, mean minus LOO (nats/token; mean over seeds "
+                f"< {dict(DEMO.guardrails)['entropy']:g})",
                 threshold=dict(DEMO.guardrails)["entropy"],
                 below=True,
+                judged_by="mean",
                 source="book",
-                passage="Adopt it if it wins at the modest scale with a margin larger than seed "
-                "noise and does not regress any guardrail metric.",
+                passage=GUARDRAIL_PASSAGE,
                 cause="the held-out entropy of two runs that drifted apart differs by -0.034 "
-                "to +0.064 nats/token per seed (4 seeds; neither arm collapses: 0.063-0.129), "
-                "so its interval reaches the 0.03 bound",
+                "to +0.064 nats/token per seed (4 seeds; neither arm collapses: 0.063-0.129)",
+            ),
+        ),
+        (
+            "malformed_worse",
+            Claim(
+                text="... nor malformed calls",
+                effect="held-out malformed calls per episode, LOO minus mean (mean over seeds "
+                f"< {dict(DEMO.guardrails)['malformed']:g})",
+                threshold=dict(DEMO.guardrails)["malformed"],
+                below=True,
+                judged_by="mean",
+                source="book",
+                passage=GUARDRAIL_PASSAGE,
+            ),
+        ),
+        (
+            "length_worse",
+            Claim(
+                text="... nor response length",
+                effect="held-out policy tokens per episode, LOO minus mean (mean over seeds "
+                f"< {dict(DEMO.guardrails)['length']:g})",
+                threshold=dict(DEMO.guardrails)["length"],
+                below=True,
+                judged_by="mean",
+                source="book",
+                passage=GUARDRAIL_PASSAGE,
             ),
         ),
     ),

@@ -54,16 +54,26 @@ class Claim:
     passage: str = ""  # the book's words it paraphrases (book claims), or why the lab asks it
     premise: str = ""  # the key of this experiment's claim it is conditional on ("" for none)
     cause: str = ""  # the likely cause when it does not show here, and what gym change would
+    # "t": the Student-t bound must clear the threshold; "mean": the mean over seeds must, as
+    # `arl adopt` judges a guardrail (a metric that may not worsen by more than its bound)
+    judged_by: str = "t"
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ValueError(f"claim source must be one of {SOURCES}, got {self.source!r}")
         if self.source == "book" and not self.passage:
             raise ValueError(f"a book claim names its passage: {self.text!r}")
+        if self.judged_by not in ("t", "mean"):
+            raise ValueError(f"judged_by must be 't' or 'mean', got {self.judged_by!r}")
 
     def rule(self) -> dict:
-        """The locked part of the claim: everything but the explanation `cause`."""
-        return {k: v for k, v in asdict(self).items() if k != "cause"}
+        """The locked part of the claim: everything but the explanation `cause` (and
+        `judged_by` at its default, so that rules locked before it existed keep their
+        fingerprints)."""
+        out = {k: v for k, v in asdict(self).items() if k != "cause"}
+        if out["judged_by"] == "t":
+            del out["judged_by"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -131,7 +141,8 @@ def judge(claim: Claim, per_seed: Sequence[dict], premise_shown: bool = True) ->
     e = seed_effect(effects, claim.threshold)
     side = [x < claim.threshold if claim.below else x > claim.threshold for x in effects]
     holds = all(bool(r.get("holds", True)) for r in per_seed)
-    beyond = e.hi < claim.threshold if claim.below else e.lo > claim.threshold
+    lo, hi = (e.mean, e.mean) if claim.judged_by == "mean" else (e.lo, e.hi)
+    beyond = e.n > 1 and (hi < claim.threshold if claim.below else lo > claim.threshold)
     shown = bool(premise_shown and beyond and holds)
     status = SHOWN if shown else NOT_SHOWN if premise_shown else NOT_JUDGED
     return {
@@ -173,6 +184,11 @@ def verdict_line(claim: Claim, v: dict) -> str:
     head = (
         f"{word}: {claim.effect} = {interval_text(v)}, {v['k']}/{v['n']} seeds {rel} "
         f"{claim.threshold:g}"
+        + (
+            " (judged by the mean, as `arl adopt` judges a guardrail)"
+            if claim.judged_by == "mean"
+            else ""
+        )
     )
     cause = cause_of(claim, v)
     return head + (
@@ -189,7 +205,9 @@ def cause_of(claim: Claim, v: dict) -> str:
         return f"its premise ({claim.premise}) is not shown, so it is not judged"
     if not v["identity_holds"]:
         return "the identity the problem checks failed on some seed"
-    if v["n"] > 1 and (
+    if v["n"] < 2:
+        return "one seed: no interval over seeds"
+    if claim.judged_by == "t" and (
         (v["mean"] < claim.threshold) if claim.below else (v["mean"] > claim.threshold)
     ):
         return (

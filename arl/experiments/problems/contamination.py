@@ -8,10 +8,10 @@ and fresh pass alike near 0.15), on one seed, differing in the RL task set only:
 - contaminated: the 20 training tasks and the 10 benchmark tasks (an RL task set built from the
   same repositories as the benchmark, as the book's scenario has it);
 - clean: the same pool decontaminated against every evaluation set by issue (the function's
-  name) and by patch (its listing up to names), the book's default (`decontaminate`): 16
-  training tasks. By patch the gym's own split is not clean: four held-out functions (peak,
-  clip_high, average_of, per_unit) are training functions (largest, cap_values, mean,
-  scale_down) under new names, so decontamination drops those four as well.
+  name) and by patch (its listing up to names), the book's default (`decontaminate`). Since
+  bases version 5 the held-out split is patch-disjoint from training, so the clean arm keeps
+  all 20 training tasks (in version 4 four held-out functions were training ones renamed,
+  and decontamination dropped those four).
 
 RL runs at the trainer's defaults. Every 10 steps a standing panel plays the benchmark and the fresh
 set on fixed episode seeds (the same for both arms and every step; the base's, step 0, on four
