@@ -37,6 +37,14 @@ def test_crossing_is_the_first_integer_k_where_rl_falls_below_the_base():
         crossing(rl, base[:3])
 
 
+def test_the_large_k_gap_averages_pass_at_16_and_128_and_caps_k_at_the_curves_end():
+    a = np.linspace(0.1, 0.9, 128)
+    b = a - np.where(np.arange(128) >= 100, 0.2, 0.05)  # a is 0.05 above at k=16, 0.2 at 128
+    assert passk.large_k_gap(a, b) == pytest.approx((0.05 + 0.2) / 2)
+    assert passk.large_k_gap(b, a) == pytest.approx(-0.125)
+    assert passk.large_k_gap(a[:8], b[:8]) == pytest.approx(0.05)  # both k capped at 8
+
+
 def test_a_crossing_beyond_the_curves_counts_as_one_past_their_end():
     assert censored_log2(4, 128) == 2.0
     assert censored_log2(None, 128) == math.log2(129)
@@ -119,6 +127,11 @@ def test_quick_measure_holds_every_curve_and_the_effects_they_imply(quick_seed):
         censored_log2(r["crossing"][passk.SMALL_LR], 8)
         - censored_log2(r["crossing"][passk.DEFAULT], 8)
     )
+    for key, a, b in (
+        ("large_k_clip_higher", passk.DEFAULT, passk.SYMMETRIC),
+        ("large_k_small_lr", passk.SMALL_LR, passk.DEFAULT),
+    ):  # quick: k_max 8, so both large k are capped at 8
+        assert r[key] == pytest.approx(c[a][7] - c[b][7])
     assert all(len(h) >= 3 and "pass_rate" in h[0] for h in r["history"].values())
     assert "crossing" in r["detail"] or "no crossing" in r["detail"]
 
