@@ -19,14 +19,24 @@ from concurrent.futures import ThreadPoolExecutor
 from arl.errors import ArlError
 from arl.sandbox.launch import (
     ENV,
+    SECCOMP_FD,
     Launch,
     SandboxUnavailable,
     bwrap_launch,
+    filter_fd,
     find_bwrap,
     plain_launch,
     sandbox_available,
 )
-from arl.sandbox.types import Job, Verdict, harness_flags, infra_verdict, judge, short
+from arl.sandbox.types import (
+    Job,
+    Verdict,
+    clean_text,
+    harness_flags,
+    infra_verdict,
+    judge,
+    short,
+)
 
 STARTUP_S = 30.0  # a worker's first frame ("ready") must come within this, even under load
 SLACK_S = 5.0  # beyond the job's wall clock, for the runner's clean-up, before a worker is cut
@@ -44,18 +54,24 @@ class Worker:
         self.launch, self.uid, self.ready, self.dead = launch, launch.uid, False, ""
         self._log = tempfile.TemporaryFile()
         self._buf = b""
+        fd = filter_fd(launch.seccomp) if launch.seccomp is not None else -1
+        argv = [str(fd) if a == SECCOMP_FD else a for a in launch.argv]
         try:
             self.proc = subprocess.Popen(
-                launch.argv,
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._log,
                 env=ENV,
                 cwd=launch.cwd,
                 close_fds=True,
+                pass_fds=[fd] if fd >= 0 else [],
             )
         except OSError as e:
             self.proc, self.dead = None, f"cannot start the worker: {e}"
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
     def call(self, request: bytes, timeout: float) -> dict:
         """Send one job frame and read the reply; WorkerError on any infrastructure failure."""
@@ -162,8 +178,12 @@ def read_reply(job: Job, reply: dict, attempts: int) -> Verdict:
         results = tuple(judge(c, r) for c, r in zip(job.cases, cases, strict=True))
     except (ValueError, RecursionError) as e:
         raise WorkerError(f"malformed reply from the worker: {e}") from e
-    flags = sorted(set(flags) | set(harness_flags(name for name, _ in job.files)))
-    return Verdict(results, attempts=attempts, flags=tuple(flags), output=output)
+    # The boundary: every string that came out of the job, once, as valid UTF-8.
+    results = tuple(dataclasses.replace(r, detail=clean_text(r.detail)) for r in results)
+    flags = {clean_text(f) for f in flags} | set(harness_flags(name for name, _ in job.files))
+    return Verdict(
+        results, attempts=attempts, flags=tuple(sorted(flags)), output=clean_text(output)
+    )
 
 
 def _close_all(workers: set) -> None:
