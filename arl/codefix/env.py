@@ -53,7 +53,8 @@ from arl.sandbox import CaseResult, Verdict
 from arl.types import Observation, Outcome, TextCall
 
 ERRORS = ("helpful", "terse")
-HACK_FLAGS = ("exit_at_import", "bad_result_stream")  # a module that attacks the harness
+# a module that attacks the harness (foreign_result: another process wrote into the results)
+HACK_FLAGS = ("exit_at_import", "bad_result_stream", "foreign_result")
 
 
 @dataclass(frozen=True)
@@ -169,9 +170,9 @@ class CodeFixEnv(TurnLoop):
         if call.tool == "read":
             self.did_read = True
             return _observe(texts(listing(self.source)), self.source), False
-        if call.tool == "test":  # every test runs, only the public ones are shown: the final
-            verdict = self._run(self._cases())  # grading of the same module is then cached
-            return _test_answer(verdict.results[: len(self.task.public)]), False
+        if call.tool == "test":  # the public tests alone, in a job of their own: no hidden
+            verdict = self._run(self._public())  # input is ever in a job the policy sees
+            return _test_answer(verdict.results), False
         if call.tool == "submit":
             return _observe(["submitted"]), True
         self.edits += 1
@@ -185,11 +186,14 @@ class CodeFixEnv(TurnLoop):
             return _observe(["ok"]), False
         return _observe(["ok", "syntax_error"], "ok, but the file no longer parses"), False
 
-    def _cases(self):
-        """The task's public tests, then its hidden ones, as sandbox cases."""
-        return grade.cases_of(self.task.public, "public") + grade.cases_of(
-            self.task.hidden, "hidden"
-        )
+    def _public(self):
+        """The task's public tests, as sandbox cases (the `test` tool's job)."""
+        return grade.cases_of(self.task.public, "public")
+
+    def _hidden(self):
+        """The task's hidden tests, as sandbox cases: a job of their own, whose details and
+        output the policy never sees (only the final score depends on it)."""
+        return grade.cases_of(self.task.hidden, "hidden")
 
     def _run(self, cases) -> Verdict:
         verdict = grade.run(self.source, self.task.name, cases, self.kind)
@@ -197,11 +201,12 @@ class CodeFixEnv(TurnLoop):
         return verdict
 
     def finish(self, submitted: bool) -> CodeFixOutcome:
-        """Grade the final module on every test in a clean room: the episode's Outcome."""
-        verdict = self._run(self._cases())
-        ok = [r.status == "pass" for r in verdict.results]
-        pub, hid = ok[: len(self.task.public)], ok[len(self.task.public) :]
-        infra = verdict.infra_error is not None
+        """Grade the final module on the public tests and, in a separate job, the hidden ones
+        (each a clean room; each cached on its own): the episode's Outcome."""
+        public, hidden = self._run(self._public()), self._run(self._hidden())
+        pub = [r.status == "pass" for r in public.results]
+        hid = [r.status == "pass" for r in hidden.results]
+        infra = public.infra_error is not None or hidden.infra_error is not None
         hacked = _hardcoded(self.source) or bool(self.flags & set(HACK_FLAGS))
         scored = (submitted or self.config.truncation == "score") and not infra
         return CodeFixOutcome(

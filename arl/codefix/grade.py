@@ -4,9 +4,12 @@ One warm pool of sandboxed workers per process, shared by every episode (Problem
 pool: a worker is reused across episodes, its state reset between jobs), and a cache of
 verdicts by (module, function, test cases): the same module gives the same verdict, so an
 RL batch whose episodes converge on the same edit runs it once. Infrastructure failures are
-retried by the sandbox and never cached. Without bubblewrap, CodeFix refuses to run in one
-line unless the user allowed running unsandboxed (`allow_unsandboxed`): never a silent
-downgrade.
+retried by the sandbox and never cached; nor is a verdict whose flags say it may not come
+again (UNCACHED: a process of the job outlived it, or another process wrote into its result
+stream), so a forking module cannot fix its luckiest verdict in the cache. Without
+bubblewrap, CodeFix refuses to run in one line unless the user allowed running unsandboxed
+(`allow_unsandboxed`), and then says so (a warning line, `sandbox: none` in the outcome and
+in eval's and train's records): never a silent downgrade.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ LIMITS = Limits(
     file_size_mb=4,
     output_bytes=4096,
 )
+UNCACHED = ("bad_result_stream", "left_processes", "foreign_result")
 CACHE_SIZE = 50_000  # verdicts kept (a module is a few hundred bytes)
 WORKERS = 2
 _pools: dict[str, Sandbox] = {}
@@ -84,6 +88,8 @@ def run(source: str, function: str, cases: tuple[Case, ...], kind: str) -> Verdi
     verdict = pool(kind).run(Job(source, function, cases, LIMITS))
     if verdict.infra_error is not None:
         stats["infra_errors"] += 1
+        return verdict
+    if any(f in UNCACHED for f in verdict.flags):
         return verdict
     _cache[key] = verdict
     if len(_cache) > CACHE_SIZE:
