@@ -105,3 +105,34 @@ def test_test_and_the_final_grading_are_separate_jobs_each_cached():
     jobs = grade.stats["jobs"] - before["jobs"]
     hits = grade.stats["cache_hits"] - before["cache_hits"]
     assert (jobs, hits) == (3, 1)  # test: public; finish: public (cached) and hidden
+
+
+def test_allow_unsandboxed_warns_and_eval_and_train_record_the_sandbox(cli, monkeypatch, tmp_path):
+    import torch
+
+    from arl.model import TinyAgent, TinyAgentConfig
+    from arl.rollout import vocab_of
+    from arl.train.checkpoint import save_checkpoint
+
+    argv = ("eval", "oracle", "--env", "codefix", "--samples", "1", "--json")
+    code, out, err = cli(*argv, "--allow-unsandboxed")  # bubblewrap works: it is used
+    assert code == 0 and json.loads(out)["sandbox"] == "bwrap" and "WITHOUT" not in err
+    monkeypatch.setattr(grade, "sandbox_available", lambda: "bubblewrap (bwrap) not found: x")
+    monkeypatch.setattr(grade, "_warned", [])
+    code, out, err = cli(*argv, "--allow-unsandboxed")
+    assert code == 0 and json.loads(out)["sandbox"] == "none"
+    assert "WARNING: running policy code WITHOUT a sandbox" in err
+    torch.manual_seed(0)
+    shape = dict(n_layer=1, n_embd=32, n_head=2, block_size=256)
+    init = save_checkpoint(
+        TinyAgent(TinyAgentConfig(vocab_size=len(vocab_of("codefix")), **shape)), tmp_path / "i"
+    )
+    run = tmp_path / "run"
+    small = ["tasks_per_step=2", "group_size=2", "minibatches=1", "steps=1", f"out={run}"]
+    sets = [a for s in small for a in ("--set", s)]
+    code, _, err = cli(
+        "train", "pg", "--init", str(init), "--env", "codefix", "--quiet",
+        "--allow-unsandboxed", *sets,
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads((run / "config.json").read_text())["sandbox"] == "none"

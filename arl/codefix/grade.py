@@ -15,6 +15,7 @@ in eval's and train's records): never a silent downgrade.
 from __future__ import annotations
 
 import atexit
+import sys
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -44,6 +45,7 @@ WORKERS = 2
 _pools: dict[str, Sandbox] = {}
 _cache: OrderedDict[tuple, Verdict] = OrderedDict()
 stats = {"jobs": 0, "cache_hits": 0, "infra_errors": 0}
+_warned: list[str] = []
 
 
 def sandbox_kind(allow_unsandboxed: bool) -> str:
@@ -52,8 +54,25 @@ def sandbox_kind(allow_unsandboxed: bool) -> str:
     if reason is None:
         return "bwrap"
     if allow_unsandboxed:
+        if not _warned:  # once per process, on stderr: never a silent downgrade
+            _warned.append(reason)
+            print(
+                "arl: WARNING: running policy code WITHOUT a sandbox (--allow-unsandboxed): "
+                f"{reason.split(':')[0]}; results record sandbox: none",
+                file=sys.stderr,
+                flush=True,
+            )
         return "none"
     raise SandboxUnavailable(f"CodeFix runs policy code only in a sandbox: {reason}")
+
+
+def record(env_config) -> dict:
+    """{"sandbox": "bwrap" or "none"} for an environment config that runs policy code (one
+    with `allow_unsandboxed`), else {}: what eval's metrics, train's results.json and a PG
+    run's config.json record."""
+    if not hasattr(env_config, "allow_unsandboxed"):
+        return {}
+    return {"sandbox": sandbox_kind(env_config.allow_unsandboxed)}
 
 
 def pool(kind: str) -> Sandbox:
