@@ -298,3 +298,38 @@ def test_a_conftest_past_path_max_is_flagged(one):
     assert v.passed
     assert "dropped:conftest.py" in v.flags or "dropped:unscanned" in v.flags, v.flags
     assert one.run(job(HONEST, ([[1, 2]], 3))).passed
+
+
+FORK_HOGS = """
+    import os, time
+
+    def f(n, mb):
+        pids = []
+        for _ in range(n):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    block = bytearray(mb << 20)  # touched: every page is the job's
+                    block[:: 4096] = b"x" * len(block[:: 4096])
+                    time.sleep(1.0)
+                finally:
+                    os._exit(0)
+            pids.append(pid)
+        ok = 0
+        for pid in pids:
+            _, status = os.waitpid(pid, 0)
+            ok += os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        return ok
+"""
+
+
+def test_a_jobs_processes_together_stay_within_the_worker_memory_cgroup():
+    with make_sandbox("auto", workers=1) as sb:
+        bound = getattr(sb, "memory_bound", "cgroup?")  # the code before issue 42 had none
+        if not bound.startswith("cgroup"):
+            pytest.skip(f"no memory cgroup here: {bound}")
+        limits = Limits(memory_mb=256, processes=16, wall_seconds=8, cpu_seconds=4)
+        v = sb.run(job(FORK_HOGS, ([6, 200], 6), limits=limits))
+        caps = [w.cgroup.limit_mb for w in sb._live if getattr(w, "cgroup", None)]
+    assert v.results[0].status == "fail", v.results[0].detail  # not all six could live
+    assert caps == [256 + 128 + 128]

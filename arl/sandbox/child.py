@@ -6,8 +6,8 @@ job's: see runner.Zygote) from a pipe, drops to the job's uid, sets the
 rlimits, imports solution.py from its scratch directory and calls the function on each
 case's args (parsed afresh from JSON, so no case sees another's objects). It reports
 events as JSON lines on fd 3 (a unix socket: the runner keeps only what this process
-wrote, by the sender's pid on each chunk): imported (or import_error), then per case start and one of
-ok (the RESULT as strictly plain values), raise (the exception's type) or unser (a result
+wrote, by the sender's pid on each chunk): imported (or import_error), then per case start
+and one of ok (the RESULT as strictly plain values), raise (the exception's type) or unser (a result
 that is not plain JSON data, e.g. an object whose __eq__ is always true). It never holds
 an expected value, and nothing it sends is trusted: the runner checks the stream with
 parse_stream (below), in its own process.
