@@ -105,6 +105,11 @@ def test_test_and_the_final_grading_are_separate_jobs_each_cached():
     jobs = grade.stats["jobs"] - before["jobs"]
     hits = grade.stats["cache_hits"] - before["cache_hits"]
     assert (jobs, hits) == (3, 1)  # test: public; finish: public (cached) and hidden
+    env.reset(seed=1)  # no test call: the final grading is one job
+    env.source += "\n"
+    before = dict(grade.stats)
+    env.step(["submit", END])
+    assert grade.stats["jobs"] - before["jobs"] == 1
 
 
 def test_allow_unsandboxed_warns_and_eval_and_train_record_the_sandbox(cli, monkeypatch, tmp_path):

@@ -201,12 +201,17 @@ class CodeFixEnv(TurnLoop):
         return verdict
 
     def finish(self, submitted: bool) -> CodeFixOutcome:
-        """Grade the final module on the public tests and, in a separate job, the hidden ones
-        (each a clean room; each cached on its own): the episode's Outcome."""
-        public, hidden = self._run(self._public()), self._run(self._hidden())
-        pub = [r.status == "pass" for r in public.results]
-        hid = [r.status == "pass" for r in hidden.results]
-        infra = public.infra_error is not None or hidden.infra_error is not None
+        """Grade the final module in a clean room: the episode's Outcome. Where `test` already
+        ran the public tests on it (cached), the hidden ones run alone; else one job runs both
+        (the policy never sees this job's details either way)."""
+        n = len(self.task.public)
+        if grade.cached(self.source, self.task.name, self._public(), self.kind):
+            verdicts = [self._run(self._public()), self._run(self._hidden())]
+        else:
+            verdicts = [self._run(self._public() + self._hidden())]
+        ok = [r.status == "pass" for v in verdicts for r in v.results]
+        pub, hid = ok[:n], ok[n:]
+        infra = any(v.infra_error is not None for v in verdicts)
         hacked = _hardcoded(self.source) or bool(self.flags & set(HACK_FLAGS))
         scored = (submitted or self.config.truncation == "score") and not infra
         return CodeFixOutcome(

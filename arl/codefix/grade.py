@@ -95,6 +95,11 @@ def cases_of(tests: Sequence[TestCase], prefix: str) -> tuple[Case, ...]:
     return tuple(Case(f"{prefix}_{k}", tuple(c.args), c.expected) for k, c in enumerate(tests))
 
 
+def cached(source: str, function: str, cases: tuple[Case, ...], kind: str) -> bool:
+    """Whether run() would answer these from the cache."""
+    return (kind, source, function, repr(cases)) in _cache
+
+
 def run(source: str, function: str, cases: tuple[Case, ...], kind: str) -> Verdict:
     """The verdict of `cases` on the module `source`, from the cache or the sandbox."""
     key = (kind, source, function, repr(cases))  # cases hold lists: keyed by their repr
