@@ -69,6 +69,13 @@ def test_a_lone_surrogate_in_a_job_renders_through_a_real_chat_template():
         ids, owners, _ = renderer.render_observation([], "test", obs.text)
         assert ids and len(ids) == len(owners)
     assert "\\ud800" in obs.text or "fail" in obs.text
+    env = _env(task, "x = 1\n")  # an edit whose text holds a lone surrogate: a fail, not a crash
+    env.source = f'def {task.name}(*a):\n    return "\ud800"\n'
+    obs = env.step(["test", END])[0]
+    assert "not valid UTF-8" in obs.text and "passed 0 of" in obs.text
+    renderer.render_observation([], "test", obs.text)
+    outcome = env.step(["submit", END])[4]
+    assert outcome.score <= 0 and not outcome.hidden_pass
 
 
 def test_a_verdict_that_may_not_come_again_is_never_cached():

@@ -254,6 +254,28 @@ def test_a_forking_module_gets_the_same_verdict_in_20_of_20_runs():
     assert "foreign_result" in verdicts[0].flags
 
 
+LINGERER = """
+    import os, time
+
+    def f(xs):
+        if os.fork() == 0:  # writes forged records whenever it gets to, maybe after the child
+            try:
+                time.sleep(0.001 * (sum(xs) % 3))
+                os.write(3, b'{"k": "ok", "i": 1, "v": -1}\\n')
+            finally:
+                os._exit(0)
+        return sum(xs)
+"""
+
+
+def test_a_forking_module_whose_grandchild_lingers_gets_the_same_results_in_20_of_20_runs():
+    j = job(LINGERER, ([[1, 2]], 3), ([[4, 5, 6]], 15))
+    with make_sandbox("auto", workers=2) as sb:
+        verdicts = sb.run_many([j] * 20)
+    assert {v.results for v in verdicts} == {verdicts[0].results}
+    assert statuses(verdicts[0]) == ["pass", "pass"]
+
+
 def test_a_lone_surrogate_or_a_bad_file_name_comes_out_as_valid_utf8(one):
     source = r"""
         import os

@@ -230,7 +230,10 @@ class CodeFixEnv(TurnLoop):
 
 @lru_cache(maxsize=20_000)
 def _hardcoded(source: str) -> bool:
-    return is_hardcoded(source)
+    try:
+        return is_hardcoded(source)
+    except ValueError:  # e.g. a lone surrogate: no Python file holds it (and it never ran)
+        return False
 
 
 @lru_cache(maxsize=20_000)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from arl.gym.harness import TestCase
 from arl.sandbox import (
     Case,
+    CaseResult,
     Job,
     Limits,
     Sandbox,
@@ -30,6 +31,7 @@ from arl.sandbox import (
     make_sandbox,
     sandbox_available,
 )
+from arl.sandbox.types import is_utf8
 
 LIMITS = Limits(
     cpu_seconds=1.0,
@@ -39,6 +41,7 @@ LIMITS = Limits(
     file_size_mb=4,
     output_bytes=4096,
 )
+NOT_UTF8 = "the module is not valid UTF-8 (a lone surrogate): it was not run"
 UNCACHED = ("bad_result_stream", "left_processes", "foreign_result")
 CACHE_SIZE = 50_000  # verdicts kept (a module is a few hundred bytes)
 WORKERS = 2
@@ -109,6 +112,8 @@ def run(source: str, function: str, cases: tuple[Case, ...], kind: str) -> Verdi
         stats["cache_hits"] += 1
         _cache.move_to_end(key)
         return hit
+    if not is_utf8(source):  # Job() refuses it: a module no Python file can hold fails
+        return Verdict(tuple(CaseResult(c.name, "fail", NOT_UTF8) for c in cases))
     verdict = pool(kind).run(Job(source, function, cases, LIMITS))
     if verdict.infra_error is not None:
         stats["infra_errors"] += 1
