@@ -171,8 +171,11 @@ class CodeFixEnv(TurnLoop):
             self.did_read = True
             return _observe(texts(listing(self.source)), self.source), False
         if call.tool == "test":  # the public tests alone, in a job of their own: no hidden
-            verdict = self._run(self._public())  # input is ever in a job the policy sees
-            return _test_answer(verdict.results), False
+            # input is ever in a job the policy sees. The hidden ones run beside it, in a
+            # job of their own on the pool's other worker, so that the final grading of
+            # this module is a cache hit; only the public job's results are shown.
+            public, hidden = self._run_jobs([self._public(), self._hidden()])
+            return _test_answer(public.results), False
         if call.tool == "submit":
             return _observe(["submitted"]), True
         self.edits += 1
@@ -196,9 +199,13 @@ class CodeFixEnv(TurnLoop):
         return grade.cases_of(self.task.hidden, "hidden")
 
     def _run(self, cases) -> Verdict:
-        verdict = grade.run(self.source, self.task.name, cases, self.kind)
-        self.flags.update(verdict.flags)
-        return verdict
+        return self._run_jobs([cases])[0]
+
+    def _run_jobs(self, jobs) -> list[Verdict]:
+        verdicts = grade.run_jobs(self.source, self.task.name, jobs, self.kind)
+        for v in verdicts:
+            self.flags.update(v.flags)
+        return verdicts
 
     def finish(self, submitted: bool) -> CodeFixOutcome:
         """Grade the final module in a clean room: the episode's Outcome. Where `test` already
@@ -206,7 +213,7 @@ class CodeFixEnv(TurnLoop):
         (the policy never sees this job's details either way)."""
         n = len(self.task.public)
         if grade.cached(self.source, self.task.name, self._public(), self.kind):
-            verdicts = [self._run(self._public()), self._run(self._hidden())]
+            verdicts = self._run_jobs([self._public(), self._hidden()])
         else:
             verdicts = [self._run(self._public() + self._hidden())]
         ok = [r.status == "pass" for v in verdicts for r in v.results]

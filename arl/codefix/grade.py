@@ -105,25 +105,39 @@ def cached(source: str, function: str, cases: tuple[Case, ...], kind: str) -> bo
 
 def run(source: str, function: str, cases: tuple[Case, ...], kind: str) -> Verdict:
     """The verdict of `cases` on the module `source`, from the cache or the sandbox."""
-    key = (kind, source, function, repr(cases))  # cases hold lists: keyed by their repr
-    hit = _cache.get(key)
-    stats["jobs"] += 1
-    if hit is not None:
-        stats["cache_hits"] += 1
-        _cache.move_to_end(key)
-        return hit
-    if not is_utf8(source):  # Job() refuses it: a module no Python file can hold fails
-        return Verdict(tuple(CaseResult(c.name, "fail", NOT_UTF8) for c in cases))
-    verdict = pool(kind).run(Job(source, function, cases, LIMITS))
-    if verdict.infra_error is not None:
-        stats["infra_errors"] += 1
-        return verdict
-    if any(f in UNCACHED for f in verdict.flags):
-        return verdict
-    _cache[key] = verdict
-    if len(_cache) > CACHE_SIZE:
-        _cache.popitem(last=False)
-    return verdict
+    return run_jobs(source, function, [cases], kind)[0]
+
+
+def run_jobs(
+    source: str, function: str, jobs: Sequence[tuple[Case, ...]], kind: str
+) -> list[Verdict]:
+    """The verdicts of several jobs (each its own cases) on one module: each from the cache
+    or the sandbox, those not cached run side by side on the pool's workers."""
+    out: list[Verdict | None] = []
+    todo: list[tuple[int, tuple]] = []
+    for cases in jobs:
+        key = (kind, source, function, repr(cases))  # cases hold lists: keyed by their repr
+        hit = _cache.get(key)
+        stats["jobs"] += 1
+        if hit is not None:
+            stats["cache_hits"] += 1
+            _cache.move_to_end(key)
+        elif not is_utf8(source):  # Job() refuses it: a module no Python file can hold fails
+            hit = Verdict(tuple(CaseResult(c.name, "fail", NOT_UTF8) for c in cases))
+        else:
+            todo.append((len(out), key))
+        out.append(hit)
+    if todo:
+        batch = [Job(source, function, jobs[i], LIMITS) for i, _ in todo]
+        for (i, key), verdict in zip(todo, pool(kind).run_many(batch), strict=True):
+            out[i] = verdict
+            if verdict.infra_error is not None:
+                stats["infra_errors"] += 1
+            elif not any(f in UNCACHED for f in verdict.flags):
+                _cache[key] = verdict
+                if len(_cache) > CACHE_SIZE:
+                    _cache.popitem(last=False)
+    return out  # type: ignore[return-value]
 
 
 def clear_cache() -> None:
