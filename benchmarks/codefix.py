@@ -43,10 +43,11 @@ from arl.train.bases import BaseConfig, cold_start  # noqa: E402
 
 
 class SandboxClock:
-    """Seconds spent in grade.run (cache lookups and sandbox jobs) while it is installed."""
+    """Seconds spent in grade.run_jobs (cache lookups and sandbox jobs; grade.run goes
+    through it) while it is installed."""
 
     def __init__(self) -> None:
-        self.seconds, self.real = 0.0, grade.run
+        self.seconds, self.real = 0.0, grade.run_jobs
 
     def __enter__(self):
         def timed(*a):
@@ -56,11 +57,11 @@ class SandboxClock:
             finally:
                 self.seconds += time.perf_counter() - t
 
-        grade.run = timed
+        grade.run_jobs = timed
         return self
 
     def __exit__(self, *exc) -> None:
-        grade.run = self.real
+        grade.run_jobs = self.real
 
 
 def measure(batch: int, reps: int, quick: bool) -> dict:

@@ -224,7 +224,7 @@ def test_an_infrastructure_failure_is_not_a_zero(monkeypatch):
 
     task = _first("range")
     good = scripted_rollout("oracle", task, seed=0)
-    monkeypatch.setattr(grade, "run", broken)
+    monkeypatch.setattr(grade, "run_jobs", lambda s, f, jobs, k: [broken(s, f, c, k) for c in jobs])
     bad = scripted_rollout("oracle", task, seed=0)
     assert bad.outcome.infra_error and bad.outcome.score == 0.0 and not bad.passed
     m = summarize([good, bad])

@@ -144,3 +144,5 @@ def test_bwrap_command_line_binds_no_host_data():
     home = os.path.expanduser("~")
     assert home not in binds and os.getcwd() not in binds
     assert not any(os.path.dirname(launch.__file__).startswith(b) for b in binds if b != "/")
+    if launch.filter_program() is not None:  # x86_64 and aarch64: the syscall filter
+        assert argv[argv.index("--seccomp") + 1] == launch.SECCOMP_FD

@@ -89,7 +89,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         top_p=args.top_p,
         env_config=config,
     )
+    from arl.codefix.grade import record
+
     env = {"env": args.env} if args.env != "bugfix" else {}
+    env |= record(config)  # "sandbox": "bwrap", or "none" under --allow-unsandboxed
     metrics = {"policy": args.policy, **env, "split": args.split, "seed": args.seed, **metrics}
     if args.out is not None:
         lines = []

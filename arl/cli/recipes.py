@@ -118,7 +118,10 @@ def _run(args: argparse.Namespace, recipe: str, seed: int, train, config) -> int
                 sink.close()
         atomic_write_text(out / "metrics.jsonl", "".join(dumps_finite(r) + "\n" for r in history))
         save_policy(model, out / "final", extra={"kind": recipe, "source": source})
+        from arl.codefix.grade import record
+
         results = {"recipe": recipe, "env": args.env, "source": source, "settings": settings}
+        results |= record(env_config_of(args))  # "sandbox": "bwrap" or "none"
         atomic_write_json(out / "results.json", results | final)
     print(
         f"train pass {final['eval/train_pass_rate']:.3f}, held-out pass "

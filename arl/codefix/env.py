@@ -53,7 +53,8 @@ from arl.sandbox import CaseResult, Verdict
 from arl.types import Observation, Outcome, TextCall
 
 ERRORS = ("helpful", "terse")
-HACK_FLAGS = ("exit_at_import", "bad_result_stream")  # a module that attacks the harness
+# a module that attacks the harness (foreign_result: another process wrote into the results)
+HACK_FLAGS = ("exit_at_import", "bad_result_stream", "foreign_result")
 
 
 @dataclass(frozen=True)
@@ -169,9 +170,12 @@ class CodeFixEnv(TurnLoop):
         if call.tool == "read":
             self.did_read = True
             return _observe(texts(listing(self.source)), self.source), False
-        if call.tool == "test":  # every test runs, only the public ones are shown: the final
-            verdict = self._run(self._cases())  # grading of the same module is then cached
-            return _test_answer(verdict.results[: len(self.task.public)]), False
+        if call.tool == "test":  # the public tests alone, in a job of their own: no hidden
+            # input is ever in a job the policy sees. The hidden ones run beside it, in a
+            # job of their own on the pool's other worker, so that the final grading of
+            # this module is a cache hit; only the public job's results are shown.
+            public, hidden = self._run_jobs([self._public(), self._hidden()])
+            return _test_answer(public.results), False
         if call.tool == "submit":
             return _observe(["submitted"]), True
         self.edits += 1
@@ -185,23 +189,36 @@ class CodeFixEnv(TurnLoop):
             return _observe(["ok"]), False
         return _observe(["ok", "syntax_error"], "ok, but the file no longer parses"), False
 
-    def _cases(self):
-        """The task's public tests, then its hidden ones, as sandbox cases."""
-        return grade.cases_of(self.task.public, "public") + grade.cases_of(
-            self.task.hidden, "hidden"
-        )
+    def _public(self):
+        """The task's public tests, as sandbox cases (the `test` tool's job)."""
+        return grade.cases_of(self.task.public, "public")
+
+    def _hidden(self):
+        """The task's hidden tests, as sandbox cases: a job of their own, whose details and
+        output the policy never sees (only the final score depends on it)."""
+        return grade.cases_of(self.task.hidden, "hidden")
 
     def _run(self, cases) -> Verdict:
-        verdict = grade.run(self.source, self.task.name, cases, self.kind)
-        self.flags.update(verdict.flags)
-        return verdict
+        return self._run_jobs([cases])[0]
+
+    def _run_jobs(self, jobs) -> list[Verdict]:
+        verdicts = grade.run_jobs(self.source, self.task.name, jobs, self.kind)
+        for v in verdicts:
+            self.flags.update(v.flags)
+        return verdicts
 
     def finish(self, submitted: bool) -> CodeFixOutcome:
-        """Grade the final module on every test in a clean room: the episode's Outcome."""
-        verdict = self._run(self._cases())
-        ok = [r.status == "pass" for r in verdict.results]
-        pub, hid = ok[: len(self.task.public)], ok[len(self.task.public) :]
-        infra = verdict.infra_error is not None
+        """Grade the final module in a clean room: the episode's Outcome. Where `test` already
+        ran the public tests on it (cached), the hidden ones run alone; else one job runs both
+        (the policy never sees this job's details either way)."""
+        n = len(self.task.public)
+        if grade.cached(self.source, self.task.name, self._public(), self.kind):
+            verdicts = self._run_jobs([self._public(), self._hidden()])
+        else:
+            verdicts = [self._run(self._public() + self._hidden())]
+        ok = [r.status == "pass" for v in verdicts for r in v.results]
+        pub, hid = ok[:n], ok[n:]
+        infra = any(v.infra_error is not None for v in verdicts)
         hacked = _hardcoded(self.source) or bool(self.flags & set(HACK_FLAGS))
         scored = (submitted or self.config.truncation == "score") and not infra
         return CodeFixOutcome(
@@ -220,7 +237,10 @@ class CodeFixEnv(TurnLoop):
 
 @lru_cache(maxsize=20_000)
 def _hardcoded(source: str) -> bool:
-    return is_hardcoded(source)
+    try:
+        return is_hardcoded(source)
+    except ValueError:  # e.g. a lone surrogate: no Python file holds it (and it never ran)
+        return False
 
 
 @lru_cache(maxsize=20_000)

@@ -1,11 +1,13 @@
-"""The job's own process: forked by the runner, it runs the policy's code (stdlib only).
+"""The job's own process: forked by the zygote, it runs the policy's code (stdlib only).
 
 This text is the first part of the sandbox worker's program (see runner.py, whose text
-follows it): never a file inside the sandbox. The child drops to the job's uid, sets the
+follows it): never a file inside the sandbox. The child reads its own request (and no other
+job's: see runner.Zygote) from a pipe, drops to the job's uid, sets the
 rlimits, imports solution.py from its scratch directory and calls the function on each
 case's args (parsed afresh from JSON, so no case sees another's objects). It reports
-events as JSON lines on fd 3: imported (or import_error), then per case start and one of
-ok (the RESULT as strictly plain values), raise (the exception's type) or unser (a result
+events as JSON lines on fd 3 (a unix socket: the runner keeps only what this process
+wrote, by the sender's pid on each chunk): imported (or import_error), then per case start
+and one of ok (the RESULT as strictly plain values), raise (the exception's type) or unser (a result
 that is not plain JSON data, e.g. an object whose __eq__ is always true). It never holds
 an expected value, and nothing it sends is trusted: the runner checks the stream with
 parse_stream (below), in its own process.

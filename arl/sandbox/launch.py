@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arl.errors import ArlError
+from arl.sandbox import seccomp
 
 HINT = (
     "install the Debian package bubblewrap (scripts/setup does), "
@@ -42,6 +43,27 @@ class Launch:
     uid: int
     cwd: str | None = None
     scratch: str | None = None  # a host directory to remove when the worker is closed
+    seccomp: bytes | None = None  # the filter bwrap reads from the fd that SECCOMP_FD stands for
+
+
+SECCOMP_FD = "{seccomp_fd}"  # in a Launch's argv: the worker puts the filter's fd number here
+
+
+@functools.lru_cache(maxsize=1)
+def filter_program() -> bytes | None:
+    """The syscall filter for this machine (arl.sandbox.seccomp), or None on another arch."""
+    arch = seccomp.host_arch()
+    return seccomp.program(arch) if arch else None
+
+
+def filter_fd(prog: bytes) -> int:
+    """A pipe's read end holding the filter (bwrap reads it once, at start-up)."""
+    r, w = os.pipe()
+    try:
+        os.write(w, prog)  # a few hundred bytes: far below a pipe's buffer
+    finally:
+        os.close(w)
+    return r
 
 
 @functools.lru_cache(maxsize=1)
@@ -62,8 +84,9 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def bwrap_argv(bwrap: str, uid: int, command: tuple[str, ...]) -> list[str]:
-    """bubblewrap's command line: no network, read-only system and Python, tmpfs /tmp."""
+def bwrap_argv(bwrap: str, uid: int, command: tuple[str, ...], filtered: bool = True) -> list[str]:
+    """bubblewrap's command line: no network, read-only system and Python, tmpfs /tmp, and
+    the syscall filter (its fd: SECCOMP_FD) where there is one for this machine."""
     argv = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     argv += ["--unshare-cgroup-try", "--die-with-parent", "--new-session"]
     argv += ["--hostname", "sandbox"]
@@ -93,6 +116,8 @@ def bwrap_argv(bwrap: str, uid: int, command: tuple[str, ...]) -> list[str]:
             argv += ["--cap-add", cap]
     else:
         argv += ["--unshare-user"]
+    if filtered and filter_program() is not None:
+        argv += ["--seccomp", SECCOMP_FD]
     return argv + ["--", *command]
 
 
@@ -102,7 +127,7 @@ def bwrap_launch(bwrap: str, warm: bool = True) -> Launch:
     exe, _ = interpreter()
     mode = "warm" if warm else "cold"
     command = (exe, *PYTHON_FLAGS, "-c", program(), "bwrap", str(uid), "/tmp", mode)
-    return Launch(tuple(bwrap_argv(bwrap, uid, command)), uid)
+    return Launch(tuple(bwrap_argv(bwrap, uid, command)), uid, seccomp=filter_program())
 
 
 def plain_launch(warm: bool = True) -> Launch:
@@ -136,10 +161,18 @@ def _probe(bwrap: str) -> str | None:
     check = "import os; os.close(os.pidfd_open(os.getpid())); print('ok')"
     exe, _ = interpreter()
     argv = bwrap_argv(bwrap, uid, (exe, *PYTHON_FLAGS, "-c", check))
+    prog = filter_program()
+    fd = filter_fd(prog) if prog is not None else -1
+    argv = [str(fd) if a == SECCOMP_FD else a for a in argv]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=ENV)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=30, env=ENV, pass_fds=[fd] * (fd >= 0)
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bubblewrap (bwrap) cannot start a sandbox here ({type(e).__name__}): {HINT}"
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if done.returncode != 0 or done.stdout.strip() != "ok":
         why = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1][:160]
         return f"bubblewrap (bwrap) cannot start a sandbox here ({why}): {HINT}"

@@ -17,16 +17,28 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from arl.errors import ArlError
+from arl.sandbox import cgroup
 from arl.sandbox.launch import (
     ENV,
+    SCRATCH_MB,
+    SECCOMP_FD,
     Launch,
     SandboxUnavailable,
     bwrap_launch,
+    filter_fd,
     find_bwrap,
     plain_launch,
     sandbox_available,
 )
-from arl.sandbox.types import Job, Verdict, harness_flags, infra_verdict, judge, short
+from arl.sandbox.types import (
+    Job,
+    Verdict,
+    clean_text,
+    harness_flags,
+    infra_verdict,
+    judge,
+    short,
+)
 
 STARTUP_S = 30.0  # a worker's first frame ("ready") must come within this, even under load
 SLACK_S = 5.0  # beyond the job's wall clock, for the runner's clean-up, before a worker is cut
@@ -40,27 +52,39 @@ class WorkerError(Exception):
 class Worker:
     """One runner process (sandboxed or not), used by one thread at a time."""
 
-    def __init__(self, launch: Launch):
+    def __init__(self, launch: Launch, cg: cgroup.MemoryCgroup | None = None):
         self.launch, self.uid, self.ready, self.dead = launch, launch.uid, False, ""
+        self.cgroup = cg
         self._log = tempfile.TemporaryFile()
         self._buf = b""
+        fd = filter_fd(launch.seccomp) if launch.seccomp is not None else -1
+        argv = [str(fd) if a == SECCOMP_FD else a for a in launch.argv]
+        if cg is not None:  # every process of the worker in its memory cgroup from the start
+            argv = cgroup.wrap(argv, cg)
         try:
             self.proc = subprocess.Popen(
-                launch.argv,
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._log,
                 env=ENV,
                 cwd=launch.cwd,
                 close_fds=True,
+                pass_fds=[fd] if fd >= 0 else [],
             )
         except OSError as e:
             self.proc, self.dead = None, f"cannot start the worker: {e}"
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
-    def call(self, request: bytes, timeout: float) -> dict:
-        """Send one job frame and read the reply; WorkerError on any infrastructure failure."""
+    def call(self, request: bytes, timeout: float, memory_mb: int = 0) -> dict:
+        """Send one job frame and read the reply; WorkerError on any infrastructure failure.
+        With a memory cgroup, the worker's memory is bounded by the job's memory_mb first."""
         if not self.ready:
             self.wait_ready()
+        if self.cgroup is not None and memory_mb:
+            self.cgroup.limit(memory_mb + SCRATCH_MB + cgroup.ALLOWANCE_MB)
         deadline = time.monotonic() + timeout
         self._send(b"%d\n" % len(request) + request, deadline)
         reply = self._recv(deadline)
@@ -129,6 +153,8 @@ class Worker:
             self.proc.stdin.close()
             self.proc.stdout.close()
         self._log.close()
+        if self.cgroup is not None:
+            self.cgroup.remove()
         if self.launch.scratch:
             shutil.rmtree(self.launch.scratch, ignore_errors=True)
 
@@ -162,8 +188,12 @@ def read_reply(job: Job, reply: dict, attempts: int) -> Verdict:
         results = tuple(judge(c, r) for c, r in zip(job.cases, cases, strict=True))
     except (ValueError, RecursionError) as e:
         raise WorkerError(f"malformed reply from the worker: {e}") from e
-    flags = sorted(set(flags) | set(harness_flags(name for name, _ in job.files)))
-    return Verdict(results, attempts=attempts, flags=tuple(flags), output=output)
+    # The boundary: every string that came out of the job, once, as valid UTF-8.
+    results = tuple(dataclasses.replace(r, detail=clean_text(r.detail)) for r in results)
+    flags = {clean_text(f) for f in flags} | set(harness_flags(name for name, _ in job.files))
+    return Verdict(
+        results, attempts=attempts, flags=tuple(sorted(flags)), output=clean_text(output)
+    )
 
 
 def _close_all(workers: set) -> None:
@@ -183,6 +213,9 @@ class Sandbox:
         self.stats["launches"] = 0  # workers started (one per job when not warm)
         self._launcher, self._lock, self._closed = launcher, threading.Lock(), False
         self._live: set[Worker] = set()
+        # how the memory of all of a job's processes together is bounded (cgroup.probe)
+        self.memory_bound = cgroup.probe()
+        self._cgroups = self.memory_bound.startswith("cgroup")
         self._idle: queue.SimpleQueue[Worker] = queue.SimpleQueue()
         # Every worker is started from this one long-lived thread: bwrap --die-with-parent
         # fires when the *thread* that started it ends, not only the process.
@@ -202,7 +235,7 @@ class Sandbox:
         return self._spawner.submit(self._start).result()
 
     def _start(self) -> Worker:
-        w = Worker(self._launcher())
+        w = Worker(self._launcher(), cgroup.MemoryCgroup.make() if self._cgroups else None)
         with self._lock:
             self.stats["launches"] += 1
             self._live.add(w)
@@ -231,7 +264,7 @@ class Sandbox:
                 if worker is None:
                     worker = self._spawn()
                 try:
-                    reply = worker.call(request, timeout)
+                    reply = worker.call(request, timeout, job.limits.memory_mb)
                     verdict = read_reply(job, reply, attempt)
                 except WorkerError as e:
                     reason = str(e)

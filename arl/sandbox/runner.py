@@ -1,18 +1,28 @@
 """The runner: the sandbox worker's program (stdlib only), passed as `-c` after child.py.
 
 It is never a file inside the sandbox. It reads job requests (source, function name,
-each case's args as JSON, limits; never an expected value) as frames on stdin, forks a
-child per job (child.py) in a fresh scratch directory, checks the child's stream of
-records, kills every process of the job, removes the scratch directory and answers with
-one frame on stdout: b"<length>\\n" then that many bytes of JSON (argv: see main).
+each case's args as JSON, limits; never an expected value) as frames on stdin and answers
+each with one frame on stdout: b"<length>\\n" then that many bytes of JSON (argv: see main).
+
+No job's child is forked from the runner, whose memory holds earlier jobs' requests and
+replies (freed or not). After warm-up, before any request, the runner forks a zygote; for
+each job the zygote forks the job's child, hands it the fds of its own request pipe, output
+pipe and result socket, and reports its pid and, once it has reaped it, its exit status.
+The child reads only its own request (child.py). The runner writes the scratch directory,
+checks the result stream (accepting only what the child itself wrote: each chunk on the
+unix socket carries its sender's pid), kills every process of the job, scans and removes
+the scratch directory by directory fds (so no path is too long to reach).
 """
 
 import fcntl
 import gc
 import json
 import os
+import resource
 import select
 import signal
+import socket
+import struct
 import sys
 import time
 
@@ -25,6 +35,9 @@ except ImportError:
 WARM_IMPORTS = ("bisect", "collections", "functools", "heapq", "itertools", "re", "typing")
 
 MAX_STREAM = 8 << 20  # bytes of result records one job may send
+UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid of the process that sent a chunk
+CRED_SPACE = socket.CMSG_SPACE(UCRED.size)
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_ENTRIES = 5000  # files and directories a job may leave for the runner to remove
 HARNESS = {
     "conftest.py",
@@ -40,7 +53,7 @@ HARNESS = {
 
 
 def read_frame(fd):
-    """One request frame from fd, or None at end of input."""
+    """One request frame from fd (its JSON bytes), or None at end of input."""
     head = b""
     while not head.endswith(b"\n"):
         b = os.read(fd, 1)
@@ -53,7 +66,7 @@ def read_frame(fd):
         if not b:
             return None
         data += b
-    return json.loads(data)
+    return data
 
 
 def write_all(fd, data):
@@ -67,35 +80,49 @@ def send_frame(fd, obj):
     write_all(fd, b"%d\n" % len(data) + data)
 
 
-def others(me):
-    """Pids in this PID namespace other than its init (1) and the runner."""
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
+def others(*mine):
+    """Pids in this PID namespace other than its init (1) and `mine` (runner, zygote)."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, *mine)]
 
 
-def kill_job(cfg, pid):
-    """Kill every process of the job and reap its child: (status, rusage, none left?)."""
-    if cfg["mode"] == "none":  # no PID namespace here: never kill(-1), only the job's group
+def kill_as(uid):
+    """SIGKILL every process of `uid` from a process of that uid (not root's zygote, nor the
+    runner): a fork of the runner that drops to the uid and calls kill(-1)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)
+        except BaseException:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def kill_job(cfg, pid, zygote):
+    """Kill every process of the job (its child `pid` is the zygote's to reap): none left?"""
+    if cfg["mode"] == "none":  # no PID namespace here: only the job's own process group
         try:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
-        _, status, rusage = os.wait4(pid, 0)
-        return status, rusage, True
-    me, reaped = os.getpid(), None
+        return True
+    me = os.getpid()
     for _ in range(1000):
-        try:
-            os.kill(-1, signal.SIGKILL)  # every process of this PID namespace but init and me
-        except OSError:
-            pass
-        if reaped is None:
-            p, status, rusage = os.wait4(pid, os.WNOHANG)
-            reaped = (status, rusage) if p else None
-        if reaped is not None and not others(me):
-            return reaped + (True,)
+        left = others(me, zygote)
+        if not left:
+            return True
+        if cfg["uid"] >= 0:
+            kill_as(cfg["uid"])
+        else:  # the job runs as the runner's own uid: one by one, never the zygote
+            for p in left:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
         time.sleep(0.002)
-    if reaped is None:
-        reaped = os.wait4(pid, 0)[1:]
-    return reaped + (False,)
+    return not others(me, zygote)
 
 
 class Output:
@@ -109,31 +136,70 @@ class Output:
         self.data += chunk[: max(0, self.cap - len(self.data))]
 
 
-def collect(pid, out_r, res_r, deadline, out):
-    """Read output and records until the child exits or the deadline: (records, timed out?)."""
-    res, pidfd, poll = bytearray(), os.pidfd_open(pid), select.poll()
-    for fd in (out_r, res_r, pidfd):
+class Results:
+    """The result stream: bytes the job's child sent on its socket; a chunk from any other
+    process (a forked grandchild writing into the inherited fd) is dropped and noted."""
+
+    def __init__(self, sock, pid):
+        self.sock, self.pid = sock, pid
+        self.data, self.foreign, self.over = bytearray(), False, False
+
+    def read(self):
+        """Read one chunk: False at end of stream."""
+        data, anc, _, _ = self.sock.recvmsg(1 << 20, CRED_SPACE)
+        if not data:
+            return False
+        sender = None
+        for level, kind, cdata in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                sender = UCRED.unpack(cdata[: UCRED.size])[0]
+        if sender != self.pid:
+            self.foreign = True
+        elif len(self.data) + len(data) > MAX_STREAM:
+            self.over = True  # the child floods its result socket: stop listening
+        else:
+            self.data += data
+        return True
+
+    def drain(self):
+        """What is left once every writer is dead (bounded in time)."""
+        end = time.monotonic() + 1.0
+        self.sock.setblocking(False)
+        try:
+            while not self.over and time.monotonic() < end and self.read():
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+
+def collect(pid, out_r, res, deadline, out):
+    """Read output and records until the child exits ("exited"), the deadline ("timeout")
+    or a flood of records ("flood")."""
+    pidfd, poll, res_fd = os.pidfd_open(pid), select.poll(), res.sock.fileno()
+    for fd in (out_r, res_fd, pidfd):
         poll.register(fd, select.POLLIN)
     try:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return res, True
+                return "timeout"
             events = poll.poll(left * 1000)
             for fd, _ in events:
                 if fd == pidfd:
                     continue
+                if fd == res_fd:
+                    if not res.read():
+                        poll.unregister(fd)
+                    elif res.over:
+                        return "flood"
+                    continue
                 data = os.read(fd, 1 << 20)
                 if not data:
                     poll.unregister(fd)
-                elif fd == out_r:
-                    out.add(data)
-                elif len(res) + len(data) > MAX_STREAM:
-                    return None, False  # the child floods its result pipe: stop listening
                 else:
-                    res += data
+                    out.add(data)
             if any(fd == pidfd for fd, _ in events):
-                return res, False
+                return "exited"
     finally:
         os.close(pidfd)
 
@@ -187,29 +253,58 @@ def oom_kills():
 def scan(scratch):
     """Harness files (conftest.py, *.pth, ...) in the scratch tree, and whether it is small.
 
-    A tree of more than MAX_ENTRIES entries is not walked further nor removed one file at a
-    time (that could outlast the host's patience): the worker is replaced instead."""
-    found, count = set(), 0
-    for _, dirs, files in os.walk(scratch):
-        for name in dirs + files:
-            if name in HARNESS or name.endswith(".pth"):
-                found.add("dropped:" + name)
-        count += len(dirs) + len(files)
-        if count > MAX_ENTRIES:
-            return sorted(found), False
+    The walk goes by directory fds (openat), never by path, so a file buried past PATH_MAX
+    is reached; a tree it cannot walk is flagged "dropped:unscanned". A tree of more than
+    MAX_ENTRIES entries is not walked further nor removed one file at a time (that could
+    outlast the host's patience): the worker is replaced instead."""
+    found, count, stack = set(), 0, []
+    try:
+        stack.append(os.open(scratch, DIR_FLAGS))
+        while stack:
+            fd = stack.pop()
+            try:
+                with os.scandir(fd) as it:
+                    for e in it:
+                        count += 1
+                        if e.name in HARNESS or e.name.endswith(".pth"):
+                            found.add("dropped:" + e.name)
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append(os.open(e.name, DIR_FLAGS, dir_fd=fd))
+            finally:
+                os.close(fd)
+            if count > MAX_ENTRIES:
+                return sorted(found), False
+    except (OSError, ValueError):
+        return sorted(found | {"dropped:unscanned"}), False
+    finally:
+        for fd in stack:
+            os.close(fd)
     return sorted(found), True
 
 
 def remove_tree(path):
-    for root, dirs, files in os.walk(path, topdown=False):
-        for name in files:
-            os.unlink(os.path.join(root, name))
-        for name in dirs:
-            p = os.path.join(root, name)
-            if os.path.islink(p):
-                os.unlink(p)
-            else:
-                os.rmdir(p)
+    """Remove a directory tree by directory fds, depth first without recursion."""
+    stack = [os.open(path, DIR_FLAGS)]
+    names = []  # names[i]: the name of stack[i + 1] in stack[i]
+    try:
+        while stack:
+            fd, sub = stack[-1], None
+            with os.scandir(fd) as it:
+                for e in it:
+                    if e.is_dir(follow_symlinks=False):
+                        sub = e.name
+                        break
+                    os.unlink(e.name, dir_fd=fd)
+            if sub is not None:
+                stack.append(os.open(sub, DIR_FLAGS, dir_fd=fd))
+                names.append(sub)
+                continue
+            os.close(stack.pop())
+            if names:
+                os.rmdir(names.pop(), dir_fd=stack[-1])
+    finally:
+        for fd in stack:
+            os.close(fd)
     os.rmdir(path)
 
 
@@ -248,33 +343,111 @@ def case_records(res, n, status, rusage, lim, timed_out, oom_before, stream_erro
     return records, flags
 
 
-def run_job(req, cfg, devnull):
-    """Run one job in a forked child; the reply holds one record per case, output and flags."""
+class Zygote:
+    """The process every job's child is forked from: forked once, after warm-up and before
+    any request, so that no job's data (arguments, results, replies) is ever in it."""
+
+    def __init__(self, cfg, devnull):
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.sock.close()
+            try:
+                zygote_main(theirs, cfg, devnull)
+            finally:
+                os._exit(0)
+        theirs.close()
+
+    def fork(self, fds):
+        """The pid of a new job child holding `fds` (request, output, results)."""
+        socket.send_fds(self.sock, [b"job"], fds)
+        return int(self.recv())
+
+    def reaped(self):
+        """The child's exit status and rusage, once the zygote has reaped it."""
+        status, utime, stime, minflt = json.loads(self.recv())
+        return status, Usage(utime, stime, minflt)
+
+    def recv(self):
+        data = self.sock.recv(256)
+        if not data:
+            raise RuntimeError("the zygote died")
+        return data
+
+
+class Usage:
+    def __init__(self, utime, stime, minflt):
+        self.ru_utime, self.ru_stime, self.ru_minflt = utime, stime, minflt
+
+
+def zygote_main(sock, cfg, devnull):
+    """Fork a child per message, hand it the message's fds, report its pid and its end."""
+    os.dup2(devnull, 0)  # the host's pipes are the runner's alone
+    os.dup2(devnull, 1)
+    scratch = os.path.join(cfg["root"], "job")
+    while True:
+        _, fds, _, _ = socket.recv_fds(sock, 16, 3)
+        if len(fds) != 3:
+            return
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            req_r, out_w, res_w = fds
+            try:
+                req = json.loads(read_frame(req_r))
+                os.close(req_r)
+            except BaseException:
+                os._exit(70)
+            child_main(req, cfg, scratch, out_w, res_w, devnull)
+        for fd in fds:
+            os.close(fd)
+        sock.send(b"%d" % pid)
+        _, status, ru = os.wait4(pid, 0)
+        sock.send(json.dumps([status, ru.ru_utime, ru.ru_stime, ru.ru_minflt]).encode())
+
+
+def run_job(raw, cfg, devnull, zygote):
+    """Run one job in a child forked by the zygote; the reply holds one record per case,
+    output and flags."""
+    req = json.loads(raw)
     scratch = os.path.join(cfg["root"], "job")
     lim, n = req["limits"], len(req["args"])
     setup_scratch(req, cfg, scratch)
-    (out_r, out_w), (res_r, res_w) = os.pipe(), os.pipe()
-    try:
-        fcntl.fcntl(out_r, 1031, 1 << 20)  # F_SETPIPE_SZ: drain a flood in fewer reads
-    except OSError:
-        pass
+    (out_r, out_w), (req_r, req_w) = os.pipe(), os.pipe()
+    res_sock, res_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    res_sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    for fd in (out_r, req_w):
+        try:
+            fcntl.fcntl(fd, 1031, 1 << 20)  # F_SETPIPE_SZ: fewer reads and writes
+        except OSError:
+            pass
     oom_before, start = oom_kills(), time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        os.close(out_r)
-        os.close(res_r)
-        child_main(req, cfg, scratch, out_w, res_w, devnull)
-    os.close(out_w)
-    os.close(res_w)
-    out = Output(int(lim["output_bytes"]))
-    res, timed_out = collect(pid, out_r, res_r, start + lim["wall_seconds"], out)
-    stray = cfg["mode"] != "none" and any(p != pid for p in others(os.getpid()))
-    status, rusage, clean = kill_job(cfg, pid)
+    try:
+        pid = zygote.fork([req_r, out_w, res_w.fileno()])
+    finally:
+        os.close(req_r)
+        os.close(out_w)
+        res_w.close()
+    try:
+        write_all(req_w, b"%d\n" % len(raw) + raw)
+    except OSError:
+        pass  # the child is already gone: its end says how
+    os.close(req_w)
+    out, res = Output(int(lim["output_bytes"])), Results(res_sock, pid)
+    end = collect(pid, out_r, res, start + lim["wall_seconds"], out)
+    timed_out, me = end == "timeout", os.getpid()
+    stray = cfg["mode"] != "none" and any(p != pid for p in others(me, zygote.pid))
+    if end == "exited":  # the zygote reaps it at once; then kill what it left
+        status, rusage = zygote.reaped()
+        clean = kill_job(cfg, pid, zygote.pid)
+    else:
+        clean = kill_job(cfg, pid, zygote.pid)
+        status, rusage = zygote.reaped()
     drain(out_r, out.add, 1 << 34)
-    if res is not None:
-        drain(res_r, res.extend, MAX_STREAM - len(res))
+    if not res.over:
+        res.drain()
     os.close(out_r)
-    os.close(res_r)
+    res_sock.close()
     flags, small = scan(scratch)
     try:
         if small:
@@ -282,11 +455,12 @@ def run_job(req, cfg, devnull):
     except OSError:
         small = False
     clean = clean and small
-    stream_error = "result stream too large" if res is None else None
+    stream_error = "result stream too large" if res.over else None
     records, stream_flags = case_records(
-        res or b"", n, status, rusage, lim, timed_out, oom_before, stream_error
+        res.data, n, status, rusage, lim, timed_out, oom_before, stream_error
     )
     flags += stream_flags + ["output_cut"] * out.cut + ["left_processes"] * stray
+    flags += ["foreign_result"] * res.foreign
     return {
         "cases": records,
         "output": out.data.decode("utf-8", "replace"),
@@ -339,6 +513,11 @@ def main(argv):
     sys.dont_write_bytecode = True
     while sys.path and sys.path[0] in ("", "."):
         del sys.path[0]
+    try:  # a deep scratch tree is walked and removed by one fd per level
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (OSError, ValueError):
+        pass
     devnull = os.open(os.devnull, os.O_RDWR)
     if argv[4] == "warm":  # a cold worker runs one job: warming up would only cost
         warm_up(cfg["root"])
@@ -350,13 +529,14 @@ def main(argv):
     os.environ.update(HOME=scratch, TMPDIR=scratch)
     sys.stdout.reconfigure(line_buffering=True, errors="backslashreplace")
     gc.freeze()
+    zygote = Zygote(cfg, devnull)  # before any request: no job's data is ever in it
     send_frame(1, {"ready": os.getpid()})
     while True:
-        req = read_frame(0)
-        if req is None:
+        raw = read_frame(0)
+        if raw is None:
             return
         try:
-            reply = run_job(req, cfg, devnull)
+            reply = run_job(raw, cfg, devnull, zygote)
         except Exception as e:
             reply = {"error": f"{type(e).__name__}: {e}"[:300], "dirty": True}
         send_frame(1, reply)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import posixpath
+import re
 from dataclasses import dataclass, field
 
 from arl.errors import ArlError
@@ -78,6 +79,9 @@ class Job:
             raise ArlError(f"function name {self.function!r} is not a Python identifier")
         for name, _ in self.files:
             check_file_name(name)
+        for what, text in [("source", self.source), *self.files]:
+            if not is_utf8(text):
+                raise ArlError(f"sandbox job: {what} is not valid UTF-8 (a lone surrogate)")
         size = len(self.source.encode()) + sum(len(t.encode()) for _, t in self.files)
         if size > MAX_JOB_BYTES:
             raise ArlError(f"sandbox job too large: {size} bytes of code (at most {MAX_JOB_BYTES})")
@@ -129,6 +133,26 @@ def check_file_name(name: str) -> None:
         or norm in (".", "solution.py")
     ):
         raise ArlError(f"bad sandbox file name {name!r}: a relative path inside the scratch dir")
+
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def is_utf8(text: str) -> bool:
+    """True when the text encodes to UTF-8 (no lone surrogate)."""
+    return SURROGATE.search(text) is None
+
+
+def _escape(m: re.Match) -> str:
+    c = ord(m.group())
+    return f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"\\u{c:04x}"
+
+
+def clean_text(text: str) -> str:
+    """Valid UTF-8 text: each lone surrogate as an escape (a byte that was not UTF-8, kept
+    by surrogateescape as U+DC80..U+DCFF, as \\xNN; any other as \\uNNNN). Every string
+    that comes out of a job passes here once, in the host (pool.read_reply)."""
+    return SURROGATE.sub(_escape, text) if SURROGATE.search(text) else text
 
 
 def harness_flags(names) -> tuple[str, ...]:

@@ -153,7 +153,10 @@ class RunLog:
         if out is not None:
             path = out / "metrics.jsonl"
             keep = kept_metrics(path, start, config, steps)  # read (and checked) before any write
-            atomic_write_json(out / "config.json", asdict(config))
+            from arl.codefix.grade import record
+
+            # with "sandbox": "bwrap" or "none" where the environment runs policy code
+            atomic_write_json(out / "config.json", asdict(config) | record(config.env))
             atomic_write_text(path, "".join(dumps_finite(r) + "\n" for r in keep))
             self.file = path.open("a", encoding="utf-8")
 
