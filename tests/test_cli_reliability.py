@@ -82,14 +82,13 @@ def test_a_closed_pipe_ends_quietly():
 
 
 def test_a_problem_run_read_back_without_a_seeds_effect_is_refused(tmp_path, capsys):
-    from dataclasses import asdict
-
     from arl.experiments import problems
 
-    settings = {"problem": 2, "quick": True, "claim": asdict(problems.get(2).claim)}
+    settings = problems._settings(2, True)
     record = {"seed": 0, "detail": "d", "seconds": 1.0}  # 'effect' deleted
     (tmp_path / "results.json").write_text(json.dumps({**settings, "per_seed": [record]}))
-    code = main(["reproduce", "problem", "2", "--quick", "--seeds", "1", "--out", str(tmp_path)])
+    argv = ["reproduce", "problem", "2", "--quick", "--seed", "0", "--seeds", "1"]
+    code = main([*argv, "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and "seed 0's results lack effect" in err and "internal" not in err
 

@@ -5,7 +5,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 import uuid
@@ -14,8 +13,9 @@ from pathlib import Path
 import pytest
 
 import arl
-from arl.sandbox import Case, Job, Limits, make_sandbox, sandbox_available
+from arl.sandbox import Limits, make_sandbox, sandbox_available
 from arl.sandbox.launch import SCRATCH_MB
+from tests.sandbox_jobs import job, statuses
 
 REASON = sandbox_available()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no sandbox here: {REASON}")
@@ -26,16 +26,6 @@ QUICK = Limits(cpu_seconds=1, wall_seconds=1.5, processes=16)
 def sb():
     with make_sandbox("auto", workers=2) as sandbox:
         yield sandbox
-
-
-def job(source, *cases, limits=None, files=()):
-    """A job of dedented source calling f; cases as (args, expected) pairs."""
-    cs = tuple(Case(f"t{i}", args, exp) for i, (args, exp) in enumerate(cases))
-    return Job(textwrap.dedent(source), "f", cs, limits or Limits(), files)
-
-
-def statuses(verdict):
-    return [r.status for r in verdict.results]
 
 
 def host_pids(uids=(), marker=None):

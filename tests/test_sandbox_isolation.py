@@ -4,13 +4,13 @@ outlives a job, no policy text crashes the host. Each test attacks one promise."
 import hashlib
 import platform
 import secrets
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from arl.errors import ArlError
 from arl.sandbox import Case, Job, Limits, make_sandbox, sandbox_available
+from tests.sandbox_jobs import job, statuses
 
 REASON = sandbox_available()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no sandbox here: {REASON}")
@@ -21,15 +21,6 @@ ARCH = platform.machine()
 def one():
     with make_sandbox("auto", workers=1) as sandbox:
         yield sandbox
-
-
-def job(source, *cases, limits=None, files=()):
-    cs = tuple(Case(f"t{i}", args, exp) for i, (args, exp) in enumerate(cases))
-    return Job(textwrap.dedent(source), "f", cs, limits or Limits(), files)
-
-
-def statuses(verdict):
-    return [r.status for r in verdict.results]
 
 
 # A module that walks its frames (and the GC's objects) to the runner's last reply and
