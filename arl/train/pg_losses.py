@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
 from arl.losses import gspo_token_loss, ppo_token_loss
 
-if TYPE_CHECKING:
-    from arl.train.pg_config import PGConfig
+PGConfig = Any  # arl.train.pg_config.PGConfig, which imports this module for its names
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +35,7 @@ class LossInputs:
 
 
 # (inputs, config) -> (scalar loss, {stat: its sum over the microbatch's policy tokens})
-LossFn = Callable[[LossInputs, "PGConfig"], tuple[torch.Tensor, dict[str, float]]]
+LossFn = Callable[[LossInputs, PGConfig], tuple[torch.Tensor, dict[str, float]]]
 
 
 @dataclass(frozen=True)
