@@ -271,10 +271,86 @@ def ppo_token_loss(
     w_is_BT, capped_BT = truncated_is_weights(prox_logp_BT, mu_logp_BT, is_cap)
     if is_correction:
         loss_BT = w_is_BT * loss_BT
+    loss_BT = regularized(loss_BT, logp_BT, ref_logp_BT, kl, kl_beta, entropy_BT, entropy_coef)
+    return loss_BT, clipped_BT, capped_BT
+
+
+def regularized(
+    loss_BT: torch.Tensor,
+    logp_BT: torch.Tensor,
+    ref_logp_BT: torch.Tensor | None,
+    kl: str,
+    kl_beta: float,
+    entropy_BT: torch.Tensor | None,
+    entropy_coef: float,
+) -> torch.Tensor:
+    """loss_t + beta * KL_t(pi || ref) - coef * H_t (B, T): the KL term only when ref_logp_BT
+    is given, the entropy bonus only when entropy_coef is nonzero (every PG token loss's)."""
     if ref_logp_BT is not None:
         loss_BT = loss_BT + kl_beta * kl_to_reference(logp_BT, ref_logp_BT, kl)
     if entropy_coef:
         loss_BT = loss_BT - entropy_coef * entropy_BT
+    return loss_BT
+
+
+def sequence_log_ratio(
+    logp_BT: torch.Tensor, prox_logp_BT: torch.Tensor, mask_BT: torch.Tensor
+) -> torch.Tensor:
+    """GSPO's log s_i (B,): the mean over episode i's masked tokens of log pi - log pi_prox.
+
+    s_i = (pi(y_i) / pi_prox(y_i))^(1 / |y_i|) is the geometric mean of the token ratios: the
+    length normalization keeps it near 1 however long the episode, which is why its clip range
+    is ~1e-4 where PPO's token ratio takes 0.2. An episode with no masked token gets 0 (s = 1).
+    """
+    L_B = mask_BT.sum(1).clamp(min=1)  # (B,) policy tokens of each episode
+    return ((logp_BT - prox_logp_BT) * mask_BT).sum(1) / L_B
+
+
+def gspo_token_loss(
+    logp_BT: torch.Tensor,
+    prox_logp_BT: torch.Tensor,
+    mu_logp_BT: torch.Tensor,
+    adv_B: torch.Tensor,
+    mask_BT: torch.Tensor,
+    *,
+    clip: bool = True,
+    clip_low: float = 3e-4,
+    clip_high: float = 4e-4,
+    is_correction: bool = True,
+    is_cap: float = 2.0,
+    ref_logp_BT: torch.Tensor | None = None,
+    kl: str = "k3",
+    kl_beta: float = 0.0,
+    entropy_BT: torch.Tensor | None = None,
+    entropy_coef: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """GSPO's per-token loss (B, T), before the aggregation weights (Zheng et al. 2025).
+
+    Episode i's loss l_i = -min(s_i A_i, clip(s_i, 1 - low, 1 + high) A_i), s_i the sequence
+    ratio (sequence_log_ratio; -s_i A_i with clip off), is carried by each of its masked tokens,
+    so a token's gradient is l_i's through s_i: s_i / |y_i| * grad log pi(y_t) where unclipped.
+    Under seq_mean_token_mean's weights (1 / (B |y_i|)) the sum is GSPO's 1/G sum_i l_i; under
+    token_mean an episode weighs by its length. The sampler correction stays per token
+    (min(pi_prox / mu, C) times l_i), and the KL and entropy terms are ppo_token_loss's.
+    adv_B is one advantage per episode (B,). Returns the loss (B, T), and bool (B, T) masks of
+    the tokens of clipped episodes and of the importance-capped tokens.
+    """
+    if adv_B.dim() != 1:
+        raise ArlError("gspo: needs one advantage per episode (B,), not per token")
+    log_s_B = sequence_log_ratio(logp_BT, prox_logp_BT, mask_BT)  # (B,)
+    if clip:  # PPO's clipped surrogate, elementwise, on s_i = exp(log s_i - 0)
+        loss_B, clipped_B = clipped_surrogate(
+            log_s_B, torch.zeros_like(log_s_B), adv_B, clip_low, clip_high
+        )
+    else:
+        loss_B = -torch.exp(log_s_B) * adv_B
+        clipped_B = torch.zeros_like(adv_B, dtype=torch.bool)
+    loss_BT = loss_B[:, None] * mask_BT  # (B, T) each policy token carries its episode's l_i
+    clipped_BT = clipped_B[:, None] & mask_BT.bool()  # (B, T)
+    w_is_BT, capped_BT = truncated_is_weights(prox_logp_BT, mu_logp_BT, is_cap)
+    if is_correction:
+        loss_BT = w_is_BT * loss_BT
+    loss_BT = regularized(loss_BT, logp_BT, ref_logp_BT, kl, kl_beta, entropy_BT, entropy_coef)
     return loss_BT, clipped_BT, capped_BT
 
 

@@ -6,14 +6,17 @@ import pytest
 import torch
 
 from arl.batch import collate
+from arl.errors import ArlError
 from arl.gym.tasks import tasks_for
 from arl.losses import (
     clipped_surrogate,
     degenerate_groups,
     entropy_controller,
+    gspo_token_loss,
     kl_to_reference,
     loss_weights,
     ppo_token_loss,
+    sequence_log_ratio,
     token_logprobs,
     token_weights,
     truncated_is_weights,
@@ -159,3 +162,82 @@ def test_ppo_token_loss_by_hand():
     )
     torch.testing.assert_close(plain, torch.tensor([[-3.0, -1.0, -2.0]]))  # -r A, no cap
     assert not clipped.any()
+
+
+# GSPO's tiny batch: 5 episodes x 3 tokens, pi_prox = 0, log pi - log pi_prox per token (LR)
+GSPO_MASK = torch.tensor(
+    [[1, 1, 0], [1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 0]], dtype=torch.float64
+)
+GSPO_LR = torch.tensor(
+    [
+        [0.001, 0.0, 5.0],  # log s = 0.0005: the masked-out 5.0 is not part of the mean
+        [-0.0012, 0.0, 0.0],  # log s = -0.0004
+        [0.0002, 0.0, 0.0],  # log s = 0.0001
+        [0.0, 0.0, 0.0],  # log s = 0
+        [-0.002, 0.0, 0.0],  # log s = -0.001
+    ],
+    dtype=torch.float64,
+)
+GSPO_ADV = torch.tensor([1.0, -2.0, 1.0, -1.0, 1.0], dtype=torch.float64)
+
+
+def test_sequence_log_ratio_is_the_mean_over_masked_tokens():
+    """(0.001 + 0) / 2, (-0.0012 + 0 + 0) / 3, 0.0002 / 2, 0 / 1, -0.002 / 2; a row with no
+    masked token gets 0 (s = 1), not 0 / 0."""
+    prox = torch.zeros(5, 3, dtype=torch.float64)
+    got = sequence_log_ratio(GSPO_LR, prox, GSPO_MASK)
+    torch.testing.assert_close(
+        got, torch.tensor([0.0005, -0.0004, 0.0001, 0.0, -0.001], dtype=torch.float64)
+    )
+    assert float(sequence_log_ratio(GSPO_LR[:1], prox[:1], torch.zeros(1, 3))[0]) == 0.0
+
+
+def test_gspo_token_loss_by_hand():
+    """clip 3e-4 / 4e-4: s in [0.9997, 1.0004] passes. l_i = -min(s A, clip(s) A):
+    0: s = e^0.0005 = 1.000500125 > 1.0004, A = +1: clipped high, l = -1.0004.
+    1: s = e^-0.0004 = 0.999600080 < 0.9997, A = -2: min(-1.99920016, -1.9994), l = +1.9994.
+    2: s = e^0.0001 = 1.000100005 inside, A = +1: l = -1.000100005; mu is 4x below pi_prox
+       on token 0, so its IS weight is min(4, C=2) = 2: -2.00020001 there (capped).
+    3: s = 1, A = -1: l = +1.
+    4: s = e^-0.001 = 0.999000500 < 0.9997 but A = +1: min picks s A (unclipped), l = -0.9990005.
+    Every policy token carries its episode's l (times its IS weight), every other token 0.
+    Clip off: -s A on every episode (0: -1.000500125, 1: +1.99920016)."""
+    prox = torch.zeros(5, 3, dtype=torch.float64)
+    mu = prox.clone()
+    mu[2, 0] = -math.log(4.0)
+    loss, clipped, capped = gspo_token_loss(GSPO_LR, prox, mu, GSPO_ADV, GSPO_MASK)
+    l = [-1.0004, 1.9994, -1.000100005, 1.0, -0.9990005]  # noqa: E741
+    want = torch.tensor([[v, v, v] for v in l], dtype=torch.float64) * GSPO_MASK
+    want[2, 0] = 2 * l[2]
+    torch.testing.assert_close(loss, want, rtol=0, atol=1e-9)
+    assert clipped.tolist() == [
+        [True, True, False],  # episode 0's policy tokens (high side)
+        [True, True, True],  # episode 1's (low side)
+        [False] * 3,
+        [False] * 3,
+        [False] * 3,  # below the floor but A > 0: the unclipped branch is the smaller
+    ]
+    assert capped.nonzero().tolist() == [[2, 0]]
+    plain, clipped, _ = gspo_token_loss(GSPO_LR, prox, prox, GSPO_ADV, GSPO_MASK, clip=False)
+    torch.testing.assert_close(plain[:2, 0], torch.tensor([-1.000500125, 1.99920016]).double())
+    assert not clipped.any()
+
+
+def test_gspo_gradient_flows_through_the_sequence_ratio_with_its_sign():
+    """Weights 1 / |y_i| per policy token (GSPO's per-episode mean; x B of seq_mean_token_mean):
+    the total is sum_i l_i, and d l_i / d log pi(y_t) = -A_i s_i / |y_i| on each policy token of
+    an unclipped episode, 0 on a clipped one and on every other token:
+    0, 1: clipped, 0. 2: -1.000100005 / 2 (A > 0: descent raises its log-probs).
+    3: +1 (A < 0: lowers them). 4: -0.9990005 / 2 (below the floor, A > 0: still learns)."""
+    logp = GSPO_LR.clone().requires_grad_(True)
+    prox = torch.zeros(5, 3, dtype=torch.float64)
+    loss, _, _ = gspo_token_loss(logp, prox, prox, GSPO_ADV, GSPO_MASK, is_correction=False)
+    (loss * GSPO_MASK / GSPO_MASK.sum(1, keepdim=True)).sum().backward()
+    g = [0.0, 0.0, -1.000100005 / 2, 1.0, -0.9990005 / 2]
+    want = torch.tensor([[v, v, v] for v in g], dtype=torch.float64) * GSPO_MASK
+    torch.testing.assert_close(logp.grad, want, rtol=0, atol=1e-9)
+
+
+def test_gspo_refuses_per_token_advantages():
+    with pytest.raises(ArlError, match="one advantage per episode"):
+        gspo_token_loss(GSPO_LR, GSPO_LR, GSPO_LR, GSPO_LR, GSPO_MASK)

@@ -416,3 +416,182 @@ def test_async_rollouts_take_the_first_job_within_the_staleness_bound_and_drop_o
     drawn = r.draw(None, s, step=4)  # weights 3 are the newest
     assert (drawn.chosen[0].name, drawn.extra["rollout/staleness"], r.dropped) == (a, 0, 1)
     assert (drawn.sampled, drawn.degenerate_frac, drawn.degenerate_frac_final) == (1, 1.0, 1.0)
+
+
+# --- the loss as a seam (issue 44): ppo unchanged, gspo through the same signature -----------
+
+
+def _old_accumulate(
+    model,
+    batch,
+    adv_B,
+    config,
+    prox_logp=None,
+    ref_logp=None,
+    entropy_coef=0.0,
+    microbatch_size=None,
+    weights=pg.step_weights,
+):
+    """accumulate_policy_gradient as it was before the seam (commit 1c6be4a): ppo_token_loss
+    called by name, clip_frac and capped_frac counted here. Kept to pin ppo's results."""
+    from arl.losses import kl_k3, ppo_token_loss, token_logprobs
+    from arl.train.pg_metrics import mismatch_stats, quantile
+
+    B = batch.input_ids.size(0)
+    n_tokens = float(batch.action_mask.sum())
+    micro = config.microbatch_size if microbatch_size is None else microbatch_size
+    splits = torch.arange(B).split(micro or B)
+    sums = {"loss": 0.0, "ent": 0.0, "clip": 0.0, "cap": 0.0, "ref_k3": 0.0, "mu_k3": 0.0}
+    ref_abs, mu_abs = [], []
+    for idx in splits:
+        mb = pg.rows(batch, idx)
+        on = mb.action_mask.bool()
+        w = weights(mb.action_mask, config, B, n_tokens, len(splits))
+        logp, ent = token_logprobs(model, mb, True, config.temperature)
+        prox = logp.detach() if prox_logp is None else prox_logp[idx]
+        ref = ref_logp[idx] if ref_logp is not None else None
+        tok, clipped, capped = ppo_token_loss(
+            logp,
+            prox,
+            mb.old_logp,
+            adv_B[idx],
+            clip=config.clip,
+            clip_low=config.clip_low,
+            clip_high=config.clip_high,
+            is_correction=config.is_correction,
+            is_cap=config.is_cap,
+            ref_logp_BT=ref if config.kl_in == "loss" else None,
+            kl=config.kl,
+            kl_beta=config.kl_beta,
+            entropy_BT=ent,
+            entropy_coef=entropy_coef,
+        )
+        loss = (w * tok).sum()
+        loss.backward()
+        sums["loss"] += float(loss.detach())
+        sums["ent"] += float(ent.detach()[on].sum())
+        sums["clip"] += float(clipped[on].sum())
+        sums["cap"] += float(capped[on].sum())
+        mu_lr = (mb.old_logp - prox)[on]
+        sums["mu_k3"] += float(kl_k3(-mu_lr).sum())
+        mu_abs.append(mu_lr.abs())
+        if ref is not None:
+            lr_ref = (ref - logp.detach())[on]
+            sums["ref_k3"] += float(kl_k3(lr_ref).sum())
+            ref_abs.append(lr_ref.abs())
+    n = max(n_tokens, 1.0)
+    out = {
+        "loss": sums["loss"],
+        "entropy": sums["ent"] / n,
+        "clip_frac": sums["clip"] / n,
+        "capped_frac": sums["cap"] / n,
+        "kl/mu_k3": sums["mu_k3"] / n,
+        "kl/mu_absq99": quantile(mu_abs, 0.99),
+        **mismatch_stats(mu_abs),
+    }
+    if ref_logp is not None:
+        out |= {"kl/ref_k3": sums["ref_k3"] / n, "kl/ref_absq99": quantile(ref_abs, 0.99)}
+    return out
+
+
+def _old_update_metrics(stats, grad_norms, minibatches, loss=None):
+    """update_metrics as it was before the seam, naming clip_frac and capped_frac."""
+    import numpy as np
+
+    from arl.train.pg_metrics import MISMATCH_KEYS, REF_KEYS
+
+    first = {k: float(np.mean([s[k] for s in stats[:minibatches]])) for k in stats[0]}
+    return {
+        "entropy": first["entropy"],
+        "clip_frac": float(np.mean([s["clip_frac"] for s in stats])),
+        "capped_frac": first["capped_frac"],
+        "kl/mu_k3": first["kl/mu_k3"],
+        "kl/mu_absq99": first["kl/mu_absq99"],
+        **{k: first[k] for k in MISMATCH_KEYS},
+        **{k: first[k] for k in REF_KEYS if k in first},
+        "grad_norm": float(np.mean(grad_norms)),
+        "loss": float(np.mean([s["loss"] for s in stats])),
+    }
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},  # the defaults at SMALL's scale
+        {"epochs": 2, "minibatches": 2, "microbatch_size": 3},  # clip_frac over every update
+        {"kl": "k3", "kl_beta": 0.05, "entropy_coef": 0.01, "aggregation": "seq_mean_token_mean"},
+        {"clip": False, "is_correction": False, "staleness": 2, "lr": 1e-2},
+    ],
+)
+def test_ppo_through_the_seam_is_the_old_direct_call_bit_for_bit(weak, monkeypatch, changes):
+    """PG's default results do not change: 3 steps of train_pg through LOSSES["ppo"] and the
+    same run on the pre-seam accumulate and update_metrics log the same records (timing aside;
+    same floats, same key order) and end on identical weights."""
+    config = replace(SMALL, **changes)
+    new_model = copy.deepcopy(weak)
+    new = _strip(train_pg(new_model, config, TASKS))
+    monkeypatch.setattr(pg, "accumulate_policy_gradient", _old_accumulate)
+    monkeypatch.setattr(pg, "update_metrics", _old_update_metrics)
+    old_model = copy.deepcopy(weak)
+    old = _strip(train_pg(old_model, config, TASKS))
+    assert [list(r) for r in new] == [list(r) for r in old] and new == old
+    assert any(r["tasks_with_grad"] for r in new)  # the updates moved the policy
+    if config.epochs > 1:  # the second pass's ratios are off 1: some tokens clipped
+        assert max(r["clip_frac"] for r in new) > 0
+    for a, b in zip(new_model.parameters(), old_model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_gspo_through_the_seam(weak):
+    """pg_losses.gspo on LossInputs: seq_mean_token_mean weights make the loss GSPO's mean of
+    the episodes' l_i; its stats are counts of policy tokens (the trainer divides them). On the
+    batch of test_losses_pg (l = -1.0004, 1.9994, -1.000100005, 1, -0.9990005; episodes 0 and
+    1, 2 + 3 tokens, clipped): loss = -0.000100505 / 5 = -2.0101e-5, clip 5, capped 0."""
+    from arl.losses import token_weights
+    from arl.train.pg_losses import LOSSES, LossInputs
+    from tests.test_losses_pg import GSPO_ADV, GSPO_LR, GSPO_MASK
+
+    zeros = torch.zeros(5, 3, dtype=torch.float64)
+    inputs = LossInputs(
+        logp=GSPO_LR,
+        prox_logp=zeros,
+        mu_logp=zeros,
+        adv=GSPO_ADV,
+        mask=GSPO_MASK,
+        weights=token_weights(GSPO_MASK, "seq_mean_token_mean"),
+        entropy=zeros,
+    )
+    loss, stats = LOSSES["gspo"].fn(inputs, PGConfig(loss="gspo"))
+    want = (-1.0004 + 1.9994 - 1.000100005 + 1.0 - 0.9990005) / 5
+    assert float(loss) == pytest.approx(want, abs=1e-9)  # the l_i above are to 1e-9
+    assert stats == {"clip_frac": 5.0, "capped_frac": 0.0}
+    assert set(stats) == set(LOSSES["gspo"].stats)
+    model = copy.deepcopy(weak)
+    before = [p.detach().clone() for p in model.parameters()]
+    hist = train_pg(model, replace(SMALL, steps=2, loss="gspo"), TASKS)
+    assert is_finite_history(hist) and all("clip_frac" in r and "capped_frac" in r for r in hist)
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_every_registered_loss_returns_the_stats_it_declares(weak):
+    """The trainer logs a loss's stats by its declaration: each loss returns exactly those."""
+    from arl.train.pg_losses import LOSSES
+
+    batch = collate(rollout_batch(copy.deepcopy(weak), TASKS[:4], seed=0))
+    for name, entry in LOSSES.items():
+        out = accumulate_policy_gradient(
+            copy.deepcopy(weak), batch, torch.randn(4), PGConfig(loss=name)
+        )
+        assert set(entry.stats) <= set(out) and set(entry.every_update) <= set(entry.stats)
+
+
+def test_the_loss_is_chosen_by_set_and_an_unknown_one_is_one_line(cli, tmp_path):
+    """`--set loss=gspo` reaches PGConfig; an unknown loss, or gspo with a teacher's per-token
+    advantages, is one line and exit status 2 before anything is written."""
+    assert make_config(parse_overrides(["loss=gspo"])).loss == "gspo"
+    assert PGConfig().loss == "ppo"
+    code, _, err = cli("train", "pg", "--set", "loss=nope", "--set", f"out={tmp_path / 'x'}")
+    assert code == 2 and err.strip() == "arl: error: loss: must be one of ppo, gspo, got 'nope'"
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(ArlError, match="loss: gspo takes one advantage per episode"):
+        PGConfig(loss="gspo", teacher="weak", teacher_weight=1.0)

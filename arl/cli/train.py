@@ -86,6 +86,10 @@ def parse_allow_change(text: str | None) -> tuple[str, ...]:
     return names
 
 
+# the loss statistics the progress line shows where the chosen loss logs them (ppo's, gspo's)
+SHOWN = (("clip", "clip_frac"), ("cap", "capped_frac"))
+
+
 @contextmanager
 def progress_bar(
     enabled: bool, steps: int, label: str = "pg"
@@ -103,9 +107,10 @@ def progress_bar(
                 (
                     f"reward {r['reward']:.2f} pass {r['pass_rate']:.2f} "
                     f"gap {r['public_hidden_gap']:+.2f} H {r['entropy']:.2f} "
-                    f"degen {r['degenerate_frac']:.2f} clip {r['clip_frac']:.2f} "
-                    f"cap {r['capped_frac']:.2f} |g| {r['grad_norm']:.2f}"
+                    f"degen {r['degenerate_frac']:.2f} "
                 )
+                + "".join(f"{name} {r[k]:.2f} " for name, k in SHOWN if k in r)  # the loss's
+                + f"|g| {r['grad_norm']:.2f}"
                 + (f" teacher KL {r['teacher_kl']:.3f}" if "teacher_kl" in r else ""),
             )
 

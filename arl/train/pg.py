@@ -3,9 +3,10 @@
 `train_pg` reads top to bottom: set up (loop state, tasks, run folder, rollouts), then each
 step draws G episodes of each task with the sampler's weights (k steps old under simulated
 async sampling; pg_groups.py), scores them (frozen passes, group advantages, a teacher's
-per-token ones), updates (`epochs x minibatches` optimizer steps on the clipped,
-importance-weighted surrogate, losses.ppo_token_loss, accumulating microbatch gradients under
-a normalizer counted before any backward pass), logs, evaluates and checkpoints; then closes.
+per-token ones), updates (`epochs x minibatches` optimizer steps on config.loss's token loss,
+pg_losses.LOSSES: by default PPO's clipped, importance-weighted surrogate; accumulating
+microbatch gradients under a normalizer counted before any backward pass), logs, evaluates and
+checkpoints; then closes.
 The data source is the groups of on-policy episodes; the weight is each token's advantage.
 Config: pg_config.py; what is logged: pg_metrics.py; checkpoints: checkpoint/.
 """
@@ -34,7 +35,6 @@ from arl.losses import (
     kl_k3,
     kl_to_reference,
     loss_weights,
-    ppo_token_loss,
     token_logprobs,
 )
 from arl.model import TinyAgent
@@ -44,6 +44,7 @@ from arl.train.checkpoint import LoopState
 from arl.train.common import Hook, frozen_logprobs, hook_due, make_optimizer, optimizer_step
 from arl.train.pg_config import PGConfig
 from arl.train.pg_groups import Drawn, Rollouts, group_rewards
+from arl.train.pg_losses import LOSSES, LossInputs
 from arl.train.pg_metrics import (
     RunLog,
     evaluate_tasks,
@@ -88,7 +89,7 @@ def advantages(
     return torch.stack(rows)
 
 
-# --- the weight: each token's advantage under the PPO loss, accumulated over microbatches -------
+# --- the weight: each token's advantage under the chosen loss, accumulated over microbatches ----
 
 
 def step_weights(mask_bT, config: PGConfig, n_seqs: int, n_tokens: float, n_micro: int):
@@ -122,7 +123,9 @@ def accumulate_policy_gradient(
     n_tokens = float(batch.action_mask.sum())
     micro = config.microbatch_size if microbatch_size is None else microbatch_size
     splits = torch.arange(B).split(micro or B)
-    sums = {"loss": 0.0, "ent": 0.0, "clip": 0.0, "cap": 0.0, "ref_k3": 0.0, "mu_k3": 0.0}
+    loss_fn = LOSSES[config.loss]
+    sums = {"loss": 0.0, "ent": 0.0, "ref_k3": 0.0, "mu_k3": 0.0}
+    own = dict.fromkeys(loss_fn.stats, 0.0)  # the loss's statistics, summed over policy tokens
     ref_abs: list[torch.Tensor] = []
     mu_abs: list[torch.Tensor] = []
     for idx in splits:
@@ -132,28 +135,23 @@ def accumulate_policy_gradient(
         logp, ent = token_logprobs(model, mb, True, config.temperature)  # (b, T), (b, T)
         prox = logp.detach() if prox_logp is None else prox_logp[idx]
         ref = ref_logp[idx] if ref_logp is not None else None
-        tok, clipped, capped = ppo_token_loss(
-            logp,
-            prox,
-            mb.old_logp,
-            adv_B[idx],
-            clip=config.clip,
-            clip_low=config.clip_low,
-            clip_high=config.clip_high,
-            is_correction=config.is_correction,
-            is_cap=config.is_cap,
-            ref_logp_BT=ref if config.kl_in == "loss" else None,
-            kl=config.kl,
-            kl_beta=config.kl_beta,
-            entropy_BT=ent,
+        inputs = LossInputs(
+            logp=logp,
+            prox_logp=prox,
+            mu_logp=mb.old_logp,
+            adv=adv_B[idx],
+            mask=mb.action_mask,
+            weights=w,
+            entropy=ent,
             entropy_coef=entropy_coef,
+            ref_logp=ref if config.kl_in == "loss" else None,
         )
-        loss = (w * tok).sum()
+        loss, stats = loss_fn.fn(inputs, config)
         loss.backward()
         sums["loss"] += float(loss.detach())
         sums["ent"] += float(ent.detach()[on].sum())
-        sums["clip"] += float(clipped[on].sum())
-        sums["cap"] += float(capped[on].sum())
+        for k in loss_fn.stats:
+            own[k] += stats[k]
         mu_lr = (mb.old_logp - prox)[on]  # log mu - log pi_prox: KL(mu || pi_prox) samples
         sums["mu_k3"] += float(kl_k3(-mu_lr).sum())
         mu_abs.append(mu_lr.abs())
@@ -165,8 +163,7 @@ def accumulate_policy_gradient(
     out = {
         "loss": sums["loss"],
         "entropy": sums["ent"] / n,
-        "clip_frac": sums["clip"] / n,
-        "capped_frac": sums["cap"] / n,
+        **{k: v / n for k, v in own.items()},  # per policy token (ppo: clip_frac, capped_frac)
         "kl/mu_k3": sums["mu_k3"] / n,
         "kl/mu_absq99": quantile(mu_abs, 0.99),
         **mismatch_stats(mu_abs),  # the same |log mu - log pi_prox|: mean, p99.9 (Problem 20)
@@ -261,7 +258,7 @@ def update(run: StepContext, s: LoopState, scored: Scored, step: int) -> dict[st
         backward = partial(minibatch_backward, run, s, scored, idx, stats)
         _, norm = optimizer_step(run.model, s.opt, backward, config.grad_clip, f"step {step}")
         norms.append(norm)
-    return update_metrics(stats, norms, config.minibatches) | {"lr": lr}
+    return update_metrics(stats, norms, config.minibatches, LOSSES[config.loss]) | {"lr": lr}
 
 
 def pg_step(run: StepContext, s: LoopState, step: int) -> dict:

@@ -17,6 +17,7 @@ from arl.env import NAMES, SPLITS, get_environment
 from arl.errors import ArlError
 from arl.gym.env import EnvConfig
 from arl.losses import AGGREGATIONS, KL_ESTIMATORS
+from arl.train.pg_losses import LOSSES
 
 MAX_FLOAT = 1e6  # no coefficient, penalty or temperature of a run is anywhere near this
 MAX_EPISODES_PER_STEP = 4096  # one step's rollouts and batch must fit in memory
@@ -51,11 +52,13 @@ FLOAT_RANGES = {
     "teacher_weight": (0, MAX_FLOAT),
     "reward_weight": (0, MAX_FLOAT),
     "teacher_discount": (0, 1),
+    "gspo_clip_high": (0, MAX_FLOAT),
 }
 CHOICES = {
     "split": SPLITS,
     "baseline": ("loo", "mean", "none"),
     "aggregation": AGGREGATIONS,
+    "loss": tuple(LOSSES),
     "kl": ("off", *KL_ESTIMATORS),
     "kl_in": ("loss", "reward"),
     "sampler_dtype": ("float32", "bfloat16"),
@@ -88,6 +91,7 @@ class PGConfig:
     baseline: str = "loo"  # group baseline: loo (leave-one-out), mean, or none
     std_norm: bool = False  # divide by the group std (book: off for verifier rewards)
     # --- loss and optimizer (Problems 1, 2, 26)
+    loss: str = "ppo"  # the token loss (pg_losses.LOSSES): ppo (token ratio) | gspo (sequence)
     aggregation: str = "token_mean"  # token_mean | seq_mean_token_mean | constant (B x L_max)
     lr: float = 3e-4  # AdamW learning rate
     weight_decay: float = 0.0  # AdamW weight decay
@@ -95,9 +99,11 @@ class PGConfig:
     epochs: int = 1  # passes over each batch of rollouts
     minibatches: int = 4  # optimizer steps per pass (episodes split evenly; PPO-style)
     microbatch_size: int = 0  # episodes per backward pass, accumulated (0: whole minibatch)
-    clip: bool = True  # PPO ratio clipping of pi / pi_prox
-    clip_low: float = 0.2  # ratio floor 1 - clip_low
-    clip_high: float = 0.28  # ratio ceiling 1 + clip_high (clip-higher: above clip_low)
+    clip: bool = True  # ratio clipping of pi / pi_prox (gspo: of the sequence ratio)
+    clip_low: float = 0.2  # ppo's ratio floor 1 - clip_low
+    clip_high: float = 0.28  # ppo's ratio ceiling 1 + clip_high (clip-higher: above clip_low)
+    gspo_clip_low: float = 3e-4  # gspo's sequence-ratio floor 1 - gspo_clip_low (GSPO's 3e-4)
+    gspo_clip_high: float = 4e-4  # gspo's sequence-ratio ceiling 1 + gspo_clip_high (4e-4)
     # --- KL to a reference (Problems 5, 6)
     kl: str = "off"  # off | k1 | k2 | k3 (book: off or small for verifier rewards)
     kl_in: str = "loss"  # where the penalty goes: loss or reward
@@ -145,6 +151,7 @@ class PGConfig:
         check("top_p", self.top_p, 0, 1, open_lo=True)
         check("lr", self.lr, 0, 1.0, open_lo=True)
         check("clip_low", self.clip_low, 0, 1, open_hi=True)
+        check("gspo_clip_low", self.gspo_clip_low, 0, 1, open_hi=True)
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 self._refuse(name, f"must be one of {', '.join(allowed)}")
@@ -163,6 +170,8 @@ class PGConfig:
             self._refuse("async_rollouts", "needs rollout_workers >= 1")
         if self.teacher_weight and not self.teacher:
             self._refuse("teacher_weight", "needs a teacher")
+        if self.loss == "gspo" and self.teacher_weight:
+            self._refuse("loss", "gspo takes one advantage per episode: not with teacher_weight")
         if not self.teacher_weight and not self.reward_weight:
             self._refuse("reward_weight", "and teacher_weight are both 0: nothing to learn from")
         if self.sampler_dtype != "float32" and self.rollout_workers:
@@ -233,6 +242,9 @@ ADDED = {
     "teacher_discount": 0.0,
     "reward_weight": 1.0,
     "sampler_dtype": "float32",
+    "loss": "ppo",
+    "gspo_clip_low": 3e-4,
+    "gspo_clip_high": 4e-4,
 }
 REMOVED = {"mask_shift": "Problem 28's shifted mask lives in arl/experiments/problems/mutations.py"}
 

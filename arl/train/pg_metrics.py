@@ -19,6 +19,7 @@ from arl.logging_bridge import Sink, scalars
 from arl.model import TinyAgent
 from arl.runio import append_jsonl, atomic_write_json, atomic_write_text, dumps_finite, read_jsonl
 from arl.train.pg_config import PGConfig
+from arl.train.pg_losses import PGLoss
 from arl.types import Trajectory
 
 REF_KEYS = ("kl/ref_k3", "kl/ref_absq99")
@@ -77,14 +78,20 @@ def rollout_metrics(trajs: Sequence[Trajectory], config: PGConfig) -> dict[str, 
     }
 
 
-def update_metrics(stats: list[dict[str, float]], grad_norms: list[float], minibatches: int):
+def update_metrics(
+    stats: list[dict[str, float]], grad_norms: list[float], minibatches: int, loss: PGLoss
+):
     """One step's update diagnostics: first-pass means (every episode once, against the fixed
-    pi_prox) of the token statistics; clip fraction, loss and gradient norm over all updates."""
+    pi_prox) of the token statistics; the loss's own statistics (ppo: clip_frac, capped_frac),
+    each over the first pass or, if the loss says so, every update; loss and gradient norm over
+    all updates."""
     first = {k: float(np.mean([s[k] for s in stats[:minibatches]])) for k in stats[0]}
+    every = set(loss.every_update)
     return {
         "entropy": first["entropy"],
-        "clip_frac": float(np.mean([s["clip_frac"] for s in stats])),
-        "capped_frac": first["capped_frac"],
+        **{
+            k: float(np.mean([s[k] for s in stats])) if k in every else first[k] for k in loss.stats
+        },
         "kl/mu_k3": first["kl/mu_k3"],
         "kl/mu_absq99": first["kl/mu_absq99"],
         **{k: first[k] for k in MISMATCH_KEYS},
