@@ -164,9 +164,13 @@ def _rule(data: dict) -> str:
     """The locked rule's fingerprint and date, and whether the judged seeds were its own."""
     rule = data.get("rule", {})
     own = "its locked seeds" if data.get("on_locked_seeds") else "NOT its locked seeds"
+    iv = rule.get("interval")
+    interval = f"{iv.get('bound', '?')} at {iv.get('level', '?')}" if isinstance(iv, dict) else "?"
+    relocks = rule.get("relocks", 0)
+    again = f", relocked {relocks}x ({rule.get('reason', '')})" if relocks else ""
     return (
-        f"rule {rule.get('fingerprint', '?')} locked {rule.get('locked', '?')}, "
-        f"{rule.get('interval', '?')}; judged on {own} {rule.get('seeds', '?')}"
+        f"rule {rule.get('fingerprint', '?')} locked {rule.get('locked', '?')}{again}; "
+        f"{interval}; judged on {own} {rule.get('seeds', '?')}"
     )
 
 
