@@ -352,3 +352,187 @@ def test_eval_says_which_split_it_evaluates(capsys):
     assert (
         "evaluating on the train split of bugfix (the tasks training sees; --split heldout" in out
     )
+
+
+# --- issue 46: nothing hangs, nothing read whole, no internal error -----------------------------
+
+DOCTOR_RUN = ROOT / "tests" / "fixtures" / "doctor" / "arl_pg"
+
+
+class _Hung(Exception):
+    pass
+
+
+@pytest.fixture()
+def within():
+    """`with within(s):` fails the test after s seconds instead of waiting for ever."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def bound(seconds: float):
+        def expire(_signum, _frame):
+            raise _Hung(f"still running after {seconds} s")
+
+        old = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+    return bound
+
+
+@pytest.mark.parametrize("command", ["doctor", "report"])
+@pytest.mark.parametrize("name", ["metrics.jsonl", "config.json", "other.jsonl"])
+def test_a_fifo_in_a_run_folder_is_refused_not_waited_on(capsys, tmp_path, within, command, name):
+    run = tmp_path / "run"
+    run.mkdir()
+    if name != "metrics.jsonl":
+        (run / "metrics.jsonl").write_bytes((DOCTOR_RUN / "metrics.jsonl").read_bytes())
+    if name == "other.jsonl":
+        os.remove(run / "metrics.jsonl")
+    os.mkfifo(run / name)
+    with within(30):
+        code, err = _run([command, str(run)], capsys)
+    _one_line(code, err)
+    assert "FIFO" in err and name in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["doctor", "/dev/zero"],
+        ["doctor", "/dev/urandom"],
+        ["report", "/dev/zero", "--out", "{tmp}/r.html"],
+        ["stats", "passk", "/dev/zero"],
+        ["stats", "compare", "/dev/urandom", "/dev/zero"],
+    ],
+)
+def test_devices_are_refused_not_read_whole(capsys, tmp_path, within, argv):
+    with within(30):
+        code, err = _run([a.format(tmp=tmp_path) for a in argv], capsys)
+    _one_line(code, err)
+    assert "a device, not a regular file" in err
+
+
+def test_a_pipe_named_on_the_command_line_is_read(capsys, tmp_path, within):
+    """`arl doctor <(cat metrics.jsonl)`: the pipe is read once, as the log it holds."""
+    import threading
+
+    data = (DOCTOR_RUN / "metrics.jsonl").read_bytes()
+    r, w = os.pipe()
+
+    def feed():
+        with os.fdopen(w, "wb") as f:
+            f.write(data)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        with within(60):
+            code, err = _run(["doctor", f"/dev/fd/{r}"], capsys)
+    finally:
+        feeder.join()
+        os.close(r)
+    assert code == 0, err
+    whole = _run(["doctor", str(DOCTOR_RUN / "metrics.jsonl")], capsys)
+    assert whole[0] == 0
+
+
+def test_files_are_bounded_and_read_line_by_line(capsys, tmp_path, monkeypatch):
+    from arl import runio
+
+    big = tmp_path / "results.json"
+    big.write_text('{"a": "' + "x" * 5000 + '"}')
+    monkeypatch.setattr(runio, "MAX_INPUT_BYTES", 1000)
+    with pytest.raises(runio.ArlError, match="larger than 0 MiB"):
+        runio.read_json(big)
+    log = tmp_path / "m.jsonl"
+    log.write_text('{"step": 1}\n{"step": 2}\n{"step": ')  # a torn last line: dropped
+    monkeypatch.setattr(runio, "MAX_LINE_BYTES", 100)
+    assert runio.read_jsonl(log) == [{"step": 1}, {"step": 2}]
+    log.write_text('{"step": 1, "x": "' + "y" * 500 + '"}\n')
+    with pytest.raises(runio.ArlError, match=":1: a line longer than"):
+        runio.read_jsonl(log)
+
+
+def test_stats_refuses_negative_sample_indices(capsys, tmp_path):
+    f = tmp_path / "r.jsonl"
+    f.write_text('{"task": "a", "sample": -1, "passed": true}\n')
+    code, err = _run(["stats", "passk", str(f)], capsys)
+    _one_line(code, err)
+    assert "'sample' must be 0 or more" in err
+
+
+@pytest.fixture(scope="module")
+def tokenizer_folder(tmp_path_factory):
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    from arl.hf.templates import CHATML
+    from arl.hf.tiny import build_tokenizer
+
+    tok = build_tokenizer(vocab_size=300)
+    tok.chat_template = CHATML
+    folder = tmp_path_factory.mktemp("tok")
+    tok.save_pretrained(folder)
+    return folder
+
+
+def _with_template(src: Path, dst: Path, template: str) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    for name in ("chat_template.jinja", "chat_template.json"):
+        (dst / name).unlink(missing_ok=True)
+    config = json.loads((dst / "tokenizer_config.json").read_text())
+    config["chat_template"] = template
+    (dst / "tokenizer_config.json").write_text(json.dumps(config))
+    return dst
+
+
+LOOPING = (
+    "{% for a in range(99999) %}{% for b in range(99999) %}{% for m in messages %}"
+    "{{ '' }}{% endfor %}{% endfor %}{% endfor %}"
+)
+
+
+@pytest.mark.parametrize(
+    "template, message",
+    [
+        (LOOPING, "rendering took more than"),
+        ("{{ 'x' }}" * 200_000, "longer than 1,000,000 characters"),
+        ("{% for m in range(99999) %}{{ 'y' * 50 }}{% endfor %}", "one rendering is longer"),
+    ],
+    ids=["looping", "huge", "long output"],
+)
+def test_check_template_renders_with_a_bound(
+    capsys, tmp_path, monkeypatch, within, tokenizer_folder, template, message
+):
+    from arl.hf import template_check
+
+    monkeypatch.setattr(template_check, "RENDER_SECONDS", 3.0)
+    folder = _with_template(tokenizer_folder, tmp_path / "tok", template)
+    with within(120):
+        code, err = _run(["check", "template", str(folder)], capsys)
+    _one_line(code, err)
+    assert "chat template: not checked" in err and message in err
+
+
+@pytest.mark.parametrize("case", ["list", "no tokenizer", "fifo"])
+def test_check_template_refuses_what_is_no_tokenizer(capsys, tmp_path, within, case):
+    pytest.importorskip("transformers")
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    if case == "list":
+        (folder / "tokenizer_config.json").write_text("[1, 2]")
+    elif case == "no tokenizer":
+        (folder / "config.json").write_text('{"model_type": "gpt2"}')  # a model, no tokenizer
+    else:
+        os.mkfifo(folder / "tokenizer.json")
+    with within(60):
+        code, err = _run(["check", "template", str(folder)], capsys)
+    _one_line(code, err)
+    expected = {"list": "expected a JSON object", "no tokenizer": "no tokenizer here"}
+    assert expected.get(case, "FIFO") in err
