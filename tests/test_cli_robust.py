@@ -536,3 +536,38 @@ def test_check_template_refuses_what_is_no_tokenizer(capsys, tmp_path, within, c
     _one_line(code, err)
     expected = {"list": "expected a JSON object", "no tokenizer": "no tokenizer here"}
     assert expected.get(case, "FIFO") in err
+
+
+@pytest.mark.parametrize(
+    "address, message",
+    [
+        ("256.1.1.1:6379", "256.1.1.1 is not an IP address"),
+        ("head:99999", "not a cluster address"),
+        ("ray://-bad-:10001", "is not a host name"),
+        ("127.0.0.1:1", "nothing answers there"),  # nothing listens on port 1
+    ],
+)
+def test_an_unusable_ray_address_is_one_line(capsys, tmp_path, within, address, message):
+    pytest.importorskip("ray")
+    argv = ["reproduce", "problem", "1", "--quick", "--ray", address, "--out", str(tmp_path / "r")]
+    with within(60):
+        code, err = _run(argv, capsys)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert message in err
+
+
+def test_a_silent_ray_address_is_refused_in_bounded_time(monkeypatch):
+    """A head that never answers (a dropped SYN): refused after the bound, not retried."""
+    import socket as socket_module
+
+    from arl import parallel
+    from arl.errors import ArlError
+
+    def silent(*_args, **_kwargs):
+        time.sleep(30)
+
+    monkeypatch.setattr(socket_module, "create_connection", silent)
+    start = time.monotonic()
+    with pytest.raises(ArlError, match="no answer within 0.5 s"):
+        parallel.check_ray_address("10.255.255.1:6379", seconds=0.5)
+    assert time.monotonic() - start < 5
