@@ -571,3 +571,18 @@ def test_a_silent_ray_address_is_refused_in_bounded_time(monkeypatch):
     with pytest.raises(ArlError, match="no answer within 0.5 s"):
         parallel.check_ray_address("10.255.255.1:6379", seconds=0.5)
     assert time.monotonic() - start < 5
+
+
+def test_the_final_evaluation_of_a_recipe_says_where_it_is(capsys, tmp_path, monkeypatch):
+    """`train sft --steps 0` evaluates both splits: minutes for an untrained CodeFix policy.
+    It was slow, not hung, and silent; now a line comes every EVAL_EVERY_S seconds."""
+    from arl.cli import recipes
+
+    monkeypatch.setattr(recipes, "EVAL_EVERY_S", 0.0)
+    argv = ["train", "sft", "--init", "untrained", "--steps", "0", "--eval-samples", "1"]
+    code = main([*argv, "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    for split in ("train", "heldout"):
+        assert f"sft evaluating {split} (" in err and "episodes done" in err
+        assert "tokens sampled" in err
