@@ -162,7 +162,7 @@ def small_init(tmp_path):
     "argv, message",
     [
         (["calc", "kl", "--log-ratios", "1000"], "<= 700"),
-        (["calc", "kl", "--log-ratios", "-1000"], None),  # fine: k3 = e^-1000 - 1 + 1000
+        (["calc", "kl", "--log-ratios", "-1000"], None),  # runs, with a warning line (issue 46)
         (["eval", "oracle", "--temperature", "inf"], "--temperature"),
         (["eval", "oracle", "--seed", str(2**63)], "a seed in"),
         (["calc", "group-size", "--budget", "1000000000"], "<= 100,000"),
@@ -586,3 +586,100 @@ def test_the_final_evaluation_of_a_recipe_says_where_it_is(capsys, tmp_path, mon
     for split in ("train", "heldout"):
         assert f"sft evaluating {split} (" in err and "episodes done" in err
         assert "tokens sampled" in err
+
+
+# --- issue 46: silent accepts -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, names",
+    [
+        (
+            ["train", "pg", "--env", "codefix", "--set", "env.name=bugfix"],
+            ["--env codefix", "env.name=bugfix"],
+        ),
+        (
+            ["train", "pg", "--env", "bugfix", "--set", "env.name=codefix"],
+            ["--env bugfix", "env.name=codefix"],
+        ),
+        (
+            ["train", "distill", "--teacher", "weak", "--set", "teacher=cold"],
+            ["--teacher weak", "teacher=cold"],
+        ),
+    ],
+)
+def test_conflicting_settings_are_refused_naming_both(capsys, tmp_path, argv, names):
+    code, err = _run([*argv, "--set", f"out={tmp_path}/r"], capsys)
+    _one_line(code, err)
+    assert all(n in err for n in names) and not (tmp_path / "r").exists()
+
+
+def test_a_config_file_that_disagrees_with_env_is_refused(capsys, tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text('{"env": {"name": "bugfix"}}')
+    argv = [
+        "train",
+        "pg",
+        "--env",
+        "codefix",
+        "--config",
+        str(config),
+        "--set",
+        f"out={tmp_path}/r",
+    ]
+    code, err = _run(argv, capsys)
+    _one_line(code, err)
+    assert "--env codefix and env.name=bugfix" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "trajectories", "", "--policy", "oracle"],
+        ["export", "pairs", "", "--policy", "oracle"],
+        ["export", "hf", "", "{tmp}/hf"],
+        ["export", "hf", "{tmp}/ckpt", ""],
+        ["report", ""],
+        ["report", "{tmp}", "--out", ""],
+        ["doctor", ""],
+        ["stats", "passk", ""],
+        ["check", "template", ""],
+    ],
+)
+def test_empty_paths_are_refused(capsys, tmp_path, argv):
+    code, err = _run([a.format(tmp=tmp_path) for a in argv], capsys)
+    _one_line(code, err)
+    assert "empty path" in err
+    assert not list(Path.cwd().glob("*.parquet"))
+
+
+def test_kl_of_an_unrealistic_log_ratio_warns(capsys):
+    code = main(["calc", "kl", "--log-ratios", "-1000", "0.1", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0 and json.loads(captured.out)["table"][0]["log_ratio"] == -1000
+    assert captured.err.count("\n") == 1 and captured.err.startswith("arl: warning: log-ratio")
+    assert "outside any realistic range" in captured.err
+    assert main(["calc", "kl", "--log-ratios", "-3", "0.1"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_distilling_from_an_untrained_teacher_warns(capsys, tmp_path, small_init):
+    argv = ["train", "distill", "--teacher", "untrained", "--init", small_init, "--quiet"]
+    sets = ["steps=1", "tasks_per_step=2", "group_size=2", "eval_every=0", f"out={tmp_path}/r"]
+    code, err = _run([*argv, *(x for s in sets for x in ("--set", s))], capsys)
+    assert code == 0, err
+    assert "arl: warning: --teacher untrained" in err
+
+
+def test_a_teacher_weaker_than_its_student_warns_once(capsys):
+    from arl.cli.train import weaker_teacher_warning
+
+    seen = []
+    update = weaker_teacher_warning(seen.append)
+    update({"step": 1, "pass_rate": 0.25, "teacher_pass_rate": 0.5})
+    assert capsys.readouterr().err == ""
+    update({"step": 2, "pass_rate": 0.5, "teacher_pass_rate": 0.25})
+    update({"step": 3, "pass_rate": 0.75, "teacher_pass_rate": 0.0})
+    err = capsys.readouterr().err
+    assert len(seen) == 3 and err.count("\n") == 1
+    assert "step 2: the teacher passes 0.25 of the step's tasks, the student 0.50" in err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 from arl.checks import SEED_MAX, check, describe
 from arl.errors import ArlError
@@ -53,6 +54,19 @@ seed_int = int_in(0, SEED_MAX, f"a seed in [0, {SEED_MAX}]")
 def positive_int_max(hi: int) -> Callable[[str], int]:
     """A positive integer with a documented upper bound (a size that would run until killed)."""
     return int_in(1, hi, f"a positive integer <= {hi:,}")
+
+
+def nonempty(text: str) -> str:
+    """A path argument that names something: '' is refused (Path('') would be the current
+    folder, and the run would write or read there)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file or folder")
+    return text
+
+
+def nonempty_path(text: str) -> Path:
+    """nonempty, as a Path."""
+    return Path(nonempty(text))
 
 
 def ray_address(text: str) -> str:
