@@ -683,3 +683,32 @@ def test_a_teacher_weaker_than_its_student_warns_once(capsys):
     err = capsys.readouterr().err
     assert len(seen) == 3 and err.count("\n") == 1
     assert "step 2: the teacher passes 0.25 of the step's tasks, the student 0.50" in err
+
+
+# --- issue 46: a distillation's resume checks its teacher's weights -----------------------------
+
+
+def test_a_changed_teacher_is_refused_on_resume(capsys, tmp_path, small_init):
+    config = TinyAgentConfig(
+        vocab_size=len(default_vocab()), n_layer=1, n_embd=32, n_head=2, block_size=256
+    )
+    torch.manual_seed(1)
+    teacher = str(save_checkpoint(TinyAgent(config), tmp_path / "teacher"))
+    sets = ["tasks_per_step=2", "group_size=2", "eval_every=0", "save_every=1", f"out={tmp_path}/r"]
+    argv = ["train", "distill", "--teacher", teacher, "--init", small_init, "--quiet"]
+    argv += [x for s in sets for x in ("--set", s)]
+    code, err = _run([*argv, "--set", "steps=1"], capsys)
+    assert code == 0, err
+    more = ["--set", "resume=true", "--allow-change", "steps"]
+    code, err = _run([*argv, "--set", "steps=2", *more], capsys)
+    assert code == 0, err  # the same teacher: resumed
+    from arl.train.checkpoint import load_checkpoint, weights_sha256
+
+    before = weights_sha256(load_checkpoint(teacher))
+    torch.manual_seed(2)
+    save_checkpoint(TinyAgent(config), teacher)  # other weights, in the same folder
+    after = weights_sha256(load_checkpoint(teacher))
+    code, err = _run([*argv, "--set", "steps=3", *more], capsys)
+    _one_line(code, err)
+    assert "is not the one" in err and before[:16] in err and after[:16] in err
+    assert not (tmp_path / "r" / "ckpt-000003").exists()

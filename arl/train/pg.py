@@ -359,6 +359,8 @@ def train_pg(
         teacher.eval()
     steps = config.steps if steps is None else steps
     s = start_state(model, config)
+    if teacher is not None:  # recorded in every checkpoint; a resume refuses other weights
+        s.teacher_sha256 = checkpoint.weights_sha256(teacher)
     pool, splits = task_sets(config, tasks)
     out = Path(config.out) if config.out else None
     own = out is not None and not claimed
