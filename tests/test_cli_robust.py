@@ -712,3 +712,68 @@ def test_a_changed_teacher_is_refused_on_resume(capsys, tmp_path, small_init):
     _one_line(code, err)
     assert "is not the one" in err and before[:16] in err and after[:16] in err
     assert not (tmp_path / "r" / "ckpt-000003").exists()
+
+
+# --- issue 46: smaller silent results -----------------------------------------------------------
+
+
+def _all_output(argv, capsys) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["reproduce", "ch15", "--quick", "--out", "{foreign}"],
+        ["reproduce", "ch15", "--quick", "--ray", "127.0.0.1:1", "--out", "{tmp}/c"],
+        ["reproduce", "problem", "1", "--quick", "--ray", "127.0.0.1:1", "--out", "{tmp}/p"],
+    ],
+)
+def test_a_refusal_comes_alone_without_a_progress_line(capsys, tmp_path, argv):
+    pytest.importorskip("ray")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "mine.txt").write_text("x")
+    code, out, err = _all_output([a.format(tmp=tmp_path, foreign=foreign) for a in argv], capsys)
+    assert out == ""
+    _one_line(code, err)
+
+
+def test_a_refused_resume_prints_no_header(capsys, tmp_path, small_init):
+    sets = ["steps=1", "tasks_per_step=2", "group_size=2", "eval_every=0", f"out={tmp_path}/r"]
+    argv = ["train", "pg", "--init", small_init, "--quiet"]
+    argv += [x for s in sets for x in ("--set", s)]
+    code, out, err = _all_output(argv, capsys)
+    assert code == 0, err
+    code, out, err = _all_output([*argv, "--set", "resume=true", "--set", "lr=0.5"], capsys)
+    assert out == ""
+    _one_line(code, err)
+    assert "the config differs" in err
+
+
+def test_export_hf_on_a_full_disk_leaves_no_folder(capsys, tmp_path, small_init, monkeypatch):
+    pytest.importorskip("transformers")
+    from arl import export
+
+    real, calls = export.atomic_write_bytes, []
+
+    def full_disk(path, data):
+        calls.append(path)
+        if len(calls) > 1:  # the first file fits, the second does not
+            raise export.ArlError(f"cannot write {path}: No space left on device")
+        return real(path, data)
+
+    monkeypatch.setattr(export, "atomic_write_bytes", full_disk)
+    code, err = _run(["export", "hf", small_init, str(tmp_path / "new" / "hf")], capsys)
+    _one_line(code, err)
+    assert "No space left on device" in err
+    assert len(calls) == 2 and not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()  # a folder that was there before stays, empty
+    calls.clear()
+    code, err = _run(["export", "hf", small_init, str(tmp_path / "kept")], capsys)
+    assert code == 2 and (tmp_path / "kept").is_dir()

@@ -267,17 +267,20 @@ def run_pg(args: argparse.Namespace, values: dict, command: str, hf_teacher: boo
             teacher = load_teacher(config, args, hf_teacher) if config.teacher_weight else None
             console = Console()
             taught = f", taught by {config.teacher}" if teacher is not None else ""
-            console.print(
-                f"arl {command}: {model.num_params():,} parameters from {args.model or args.init}; "
-                f"{config.steps} steps x {config.episodes_per_step} episodes{taught} "
-                f"-> {config.out}"
-            )
-            label = command.split()[-1]  # pg, or distill
-            if teacher is not None and config.teacher == "untrained":
-                warn(
-                    "--teacher untrained: a randomly initialized teacher; the student is "
-                    "distilled towards noise"
+
+            def header() -> None:  # once train_pg's checks (teacher, resume) passed
+                console.print(
+                    f"arl {command}: {model.num_params():,} parameters from "
+                    f"{args.model or args.init}; {config.steps} steps x "
+                    f"{config.episodes_per_step} episodes{taught} -> {config.out}"
                 )
+                if teacher is not None and config.teacher == "untrained":
+                    warn(
+                        "--teacher untrained: a randomly initialized teacher; the student is "
+                        "distilled towards noise"
+                    )
+
+            label = command.split()[-1]  # pg, or distill
             with progress_bar(not args.quiet, config.steps, label) as bar:
                 history = train_pg(
                     model,
@@ -287,6 +290,7 @@ def run_pg(args: argparse.Namespace, values: dict, command: str, hf_teacher: boo
                     claimed=True,
                     sink=sink,
                     teacher=teacher,
+                    on_start=header,
                 )
         finally:
             if sink is not None:

@@ -340,6 +340,7 @@ def train_pg(
     sink: Sink | None = None,
     collate_fn: Collate = collate,
     teacher: TinyAgent | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> list[dict]:
     """Train `model` in place on `tasks` (default: config.env's of config.split); step metrics.
 
@@ -351,7 +352,8 @@ def train_pg(
     outside `allow_change`. A NaN or infinite loss or gradient norm stops the run (Diverged)
     before the optimizer steps. collate_fn is a seam for the problems' deliberate bugs. With
     config.teacher_weight > 0, `teacher` (the loaded config.teacher) scores every sampled
-    token: on-policy distillation (arl.train.distill)."""
+    token: on-policy distillation (arl.train.distill). on_start() runs once every check
+    passed (the teacher's, a resume's), before the first step: a caller's header line."""
     if (teacher is not None) != bool(config.teacher_weight):
         raise ArlError("train_pg: a teacher needs teacher_weight > 0, and teacher_weight one")
     if teacher is not None:
@@ -367,6 +369,8 @@ def train_pg(
     with claim_output_dir(out, "train pg", OWNED, reuse=config.resume) if own else nullcontext():
         if out is not None and config.resume:
             checkpoint.restore(out, model, s, config, allow_change)
+        if on_start is not None:
+            on_start()
         log = RunLog(out, config, s.step, steps, sink)
         run = StepContext(
             model=model,
