@@ -777,3 +777,85 @@ def test_export_hf_on_a_full_disk_leaves_no_folder(capsys, tmp_path, small_init,
     calls.clear()
     code, err = _run(["export", "hf", small_init, str(tmp_path / "kept")], capsys)
     assert code == 2 and (tmp_path / "kept").is_dir()
+
+
+# --- issue 46: a second Ctrl-C ------------------------------------------------------------------
+
+SLOW_EXIT = """
+import multiprocessing, sys, time
+from pathlib import Path
+
+from arl.train import pg_groups
+
+real_close = pg_groups.Rollouts.close
+
+
+def slow_close(self):  # a cleanup that takes a while: joining rollout workers, say
+    time.sleep(5)
+    real_close(self)
+
+
+pg_groups.Rollouts.close = slow_close
+worker = multiprocessing.get_context("fork").Process(target=time.sleep, args=(600,))
+worker.start()  # a worker of the run's, which must not outlive it
+Path(sys.argv[1]).write_text(str(worker.pid))
+from arl.cli.main import main
+
+sys.argv = ["arl", *sys.argv[2:]]
+sys.exit(main())
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by init) is not alive
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_second_ctrl_c_ends_in_one_line_and_status_130(tmp_path, small_init):
+    out, pidfile = tmp_path / "r", tmp_path / "worker.pid"
+    sets = ["steps=1000", "tasks_per_step=2", "group_size=2", "eval_every=0", f"out={out}"]
+    argv = [
+        "train",
+        "pg",
+        "--init",
+        small_init,
+        "--quiet",
+        *(x for s in sets for x in ("--set", s)),
+    ]
+    env = {**os.environ, "ARL_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    run = subprocess.Popen(
+        [sys.executable, "-c", SLOW_EXIT, str(pidfile), *argv],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "metrics.jsonl").exists() or not (out / "metrics.jsonl").read_text():
+            assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
+            time.sleep(0.05)
+        run.send_signal(signal.SIGINT)  # the first: the run stops, its cleanup begins (5 s)
+        time.sleep(1.0)
+        run.send_signal(signal.SIGINT)  # the second, during that cleanup
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        worker = int(pidfile.read_text()) if pidfile.exists() else None
+    assert run.returncode == 130, err
+    assert err == "arl: interrupted\n", err
+    deadline = time.monotonic() + 10
+    while worker is not None and _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = worker is not None and _alive(worker)
+    if alive:
+        os.kill(worker, signal.SIGKILL)
+    assert not alive, "a worker outlived the run"
