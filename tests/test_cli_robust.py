@@ -498,6 +498,7 @@ LOOPING = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "template, message",
     [
@@ -538,6 +539,7 @@ def test_check_template_refuses_what_is_no_tokenizer(capsys, tmp_path, within, c
     assert expected.get(case, "FIFO") in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "address, message",
     [
@@ -573,6 +575,7 @@ def test_a_silent_ray_address_is_refused_in_bounded_time(monkeypatch):
     assert time.monotonic() - start < 5
 
 
+@pytest.mark.slow
 def test_the_final_evaluation_of_a_recipe_says_where_it_is(capsys, tmp_path, monkeypatch):
     """`train sft --steps 0` evaluates both splits: minutes for an untrained CodeFix policy.
     It was slow, not hung, and silent; now a line comes every EVAL_EVERY_S seconds."""
@@ -663,6 +666,7 @@ def test_kl_of_an_unrealistic_log_ratio_warns(capsys):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.slow
 def test_distilling_from_an_untrained_teacher_warns(capsys, tmp_path, small_init):
     argv = ["train", "distill", "--teacher", "untrained", "--init", small_init, "--quiet"]
     sets = ["steps=1", "tasks_per_step=2", "group_size=2", "eval_every=0", f"out={tmp_path}/r"]
@@ -688,6 +692,7 @@ def test_a_teacher_weaker_than_its_student_warns_once(capsys):
 # --- issue 46: a distillation's resume checks its teacher's weights -----------------------------
 
 
+@pytest.mark.slow
 def test_a_changed_teacher_is_refused_on_resume(capsys, tmp_path, small_init):
     config = TinyAgentConfig(
         vocab_size=len(default_vocab()), n_layer=1, n_embd=32, n_head=2, block_size=256
@@ -726,6 +731,7 @@ def _all_output(argv, capsys) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv",
     [
@@ -744,6 +750,7 @@ def test_a_refusal_comes_alone_without_a_progress_line(capsys, tmp_path, argv):
     _one_line(code, err)
 
 
+@pytest.mark.slow
 def test_a_refused_resume_prints_no_header(capsys, tmp_path, small_init):
     sets = ["steps=1", "tasks_per_step=2", "group_size=2", "eval_every=0", f"out={tmp_path}/r"]
     argv = ["train", "pg", "--init", small_init, "--quiet"]
@@ -756,6 +763,7 @@ def test_a_refused_resume_prints_no_header(capsys, tmp_path, small_init):
     assert "the config differs" in err
 
 
+@pytest.mark.slow
 def test_export_hf_on_a_full_disk_leaves_no_folder(capsys, tmp_path, small_init, monkeypatch):
     pytest.importorskip("transformers")
     from arl import export
@@ -817,6 +825,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_ends_in_one_line_and_status_130(tmp_path, small_init):
     out, pidfile = tmp_path / "r", tmp_path / "worker.pid"
     sets = ["steps=1000", "tasks_per_step=2", "group_size=2", "eval_every=0", f"out={out}"]

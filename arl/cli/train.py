@@ -265,7 +265,7 @@ def run_pg(args: argparse.Namespace, values: dict, command: str, hf_teacher: boo
             else:
                 model = load_init(args.init, config.seed, config.env.name)
             teacher = load_teacher(config, args, hf_teacher) if config.teacher_weight else None
-            console = Console()
+            console = Console(soft_wrap=True)  # a path in a line is never broken
             taught = f", taught by {config.teacher}" if teacher is not None else ""
 
             def header() -> None:  # once train_pg's checks (teacher, resume) passed
