@@ -172,6 +172,7 @@ def _ended_on_interrupt(pool: ProcessPoolExecutor) -> Iterator[ProcessPoolExecut
 
 
 RAY_CONNECT_SECONDS = 10.0  # a cluster's head must accept a connection within this
+_LABEL = r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)"  # one part of a host name (an _ as DNS allows it)
 
 
 def parse_ray_address(address: str) -> tuple[str, int] | None:
@@ -195,7 +196,7 @@ def parse_ray_address(address: str) -> tuple[str, int] | None:
             ipaddress.ip_address(host)
         except ValueError:
             raise ValueError(f"{address!r}: {host} is not an IP address") from None
-    elif not re.fullmatch(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*", host):
+    elif not re.fullmatch(rf"{_LABEL}(\.{_LABEL})*", host):
         raise ValueError(f"{address!r}: {host} is not a host name")
     return host, int(port)
 
