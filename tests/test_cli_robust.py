@@ -855,16 +855,16 @@ def test_a_second_ctrl_c_ends_in_one_line_and_status_130(tmp_path, small_init):
         time.sleep(1.0)
         run.send_signal(signal.SIGINT)  # the second, during that cleanup
         _, err = run.communicate(timeout=60)
+        deadline = time.monotonic() + 10
+        worker = int(pidfile.read_text())
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        alive = _alive(worker)
     finally:
         if run.poll() is None:
             run.kill()
-        worker = int(pidfile.read_text()) if pidfile.exists() else None
+        if pidfile.exists() and _alive(int(pidfile.read_text())):
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)  # the test leaves none either
     assert run.returncode == 130, err
     assert err == "arl: interrupted\n", err
-    deadline = time.monotonic() + 10
-    while worker is not None and _alive(worker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    alive = worker is not None and _alive(worker)
-    if alive:
-        os.kill(worker, signal.SIGKILL)
     assert not alive, "a worker outlived the run"
