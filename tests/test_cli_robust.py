@@ -561,18 +561,25 @@ def test_an_unusable_ray_address_is_one_line(capsys, tmp_path, within, address, 
 def test_a_silent_ray_address_is_refused_in_bounded_time(monkeypatch):
     """A head that never answers (a dropped SYN): refused after the bound, not retried."""
     import socket as socket_module
+    import threading
 
     from arl import parallel
     from arl.errors import ArlError
 
+    release = threading.Event()
+
     def silent(*_args, **_kwargs):
-        time.sleep(30)
+        release.wait(30)
+        raise OSError("timed out")
 
     monkeypatch.setattr(socket_module, "create_connection", silent)
     start = time.monotonic()
-    with pytest.raises(ArlError, match="no answer within 0.5 s"):
-        parallel.check_ray_address("10.255.255.1:6379", seconds=0.5)
-    assert time.monotonic() - start < 5
+    try:
+        with pytest.raises(ArlError, match="no answer within 0.5 s"):
+            parallel.check_ray_address("10.255.255.1:6379", seconds=0.5)
+        assert time.monotonic() - start < 5
+    finally:
+        release.set()  # the probe's thread ends now, not in a later test
 
 
 @pytest.mark.slow
