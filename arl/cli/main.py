@@ -86,14 +86,19 @@ EXIT_INTERRUPTED = 130  # what a shell reports after SIGINT
 _interrupt = {"count": 0, "said": False}
 
 
-def _say_interrupted() -> None:
-    """The one "arl: interrupted" line, written at most once (safe inside a signal handler)."""
-    if not _interrupt["said"]:
-        _interrupt["said"] = True
-        try:
+def _say_interrupted(in_handler: bool = False) -> None:
+    """The one "arl: interrupted" line, written at most once (inside a signal handler straight
+    to descriptor 2: sys.stderr may be in the middle of a write)."""
+    if _interrupt["said"]:
+        return
+    _interrupt["said"] = True
+    try:
+        if in_handler:
             os.write(2, b"arl: interrupted\n")
-        except OSError:
-            pass
+        else:
+            print("arl: interrupted", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def _stop_workers() -> None:
@@ -115,7 +120,7 @@ def _on_sigint(_signum, _frame) -> None:
     if _interrupt["count"] == 1:
         raise KeyboardInterrupt
     _stop_workers()
-    _say_interrupted()
+    _say_interrupted(in_handler=True)
     os._exit(EXIT_INTERRUPTED)
 
 
