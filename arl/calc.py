@@ -23,6 +23,7 @@ from arl.errors import ArlError
 from arl.eval import stats
 
 MAX_LOG_RATIO = 700.0  # exp(x) overflows a double just above 709
+REALISTIC_LOG_RATIO = 20.0  # per token, |log pi_ref - log pi_theta| beyond: a ratio of e^20
 
 
 def _prob(name: str, p: float) -> float:

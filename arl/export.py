@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import tempfile
 from collections.abc import Sequence
 from functools import partial
@@ -199,7 +200,16 @@ def export_hf_dir(model: TinyAgent, out: str | Path, overwrite: bool = False) ->
     """`export_hf` into a folder left holding only what `from_pretrained` loads (no lock, no
     marker, no temp file, no earlier export's file it did not rewrite)."""
     check_model_dir(out, overwrite)
-    files = export_hf(model, out)
+    new = Path(out).absolute()  # the outermost folder this export creates (None: all exist)
+    while not new.parent.exists():
+        new = new.parent
+    new = None if new.exists() else new
+    try:
+        files = export_hf(model, out)
+    except BaseException:  # a full disk, an interrupt: no empty or half-written new folder
+        if new is not None:
+            shutil.rmtree(new, ignore_errors=True)
+        raise
     keep = {p.name for p in files}
     for p in Path(out).iterdir():
         ours = p.name in HF_FILES + OLD_RUN_FILES or p.name.startswith(TMP_PREFIX)

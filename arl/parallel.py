@@ -171,10 +171,74 @@ def _ended_on_interrupt(pool: ProcessPoolExecutor) -> Iterator[ProcessPoolExecut
     pool.shutdown(wait=True)
 
 
+RAY_CONNECT_SECONDS = 10.0  # a cluster's head must accept a connection within this
+_LABEL = r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)"  # one part of a host name (an _ as DNS allows it)
+
+
+def parse_ray_address(address: str) -> tuple[str, int] | None:
+    """(host, port) of a cluster address HOST:PORT or ray://HOST:PORT; None for "local" and
+    "auto" (Ray finds those itself). Anything else is a ValueError saying why."""
+    import ipaddress
+    import re
+
+    if address in ("local", "auto"):
+        return None
+    rest = address[len("ray://") :] if address.startswith("ray://") else address
+    host, sep, port = rest.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(
+            f"{address!r} is not a cluster address (local, auto, HOST:PORT or ray://HOST:PORT, "
+            "PORT 1-65535)"
+        )
+    if re.fullmatch(r"[0-9.]+", host) or ":" in host:  # an IP address: it must parse
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError(f"{address!r}: {host} is not an IP address") from None
+    elif not re.fullmatch(rf"{_LABEL}(\.{_LABEL})*", host):
+        raise ValueError(f"{address!r}: {host} is not a host name")
+    return host, int(port)
+
+
+def check_ray_address(address: str, seconds: float | None = None) -> None:
+    """Refuse (one ArlError line) a cluster address that does not parse, or whose head does
+    not accept a connection within `seconds` (Ray itself would retry it for minutes)."""
+    import socket
+    import threading
+
+    seconds = RAY_CONNECT_SECONDS if seconds is None else seconds
+    try:
+        target = parse_ray_address(address)
+    except ValueError as e:
+        raise ArlError(f"--ray: {e}") from None
+    if target is None:
+        return
+    result: list[BaseException | None] = []
+
+    def connect() -> None:  # in a thread: a name lookup has no timeout of its own
+        try:
+            socket.create_connection(target, timeout=seconds).close()
+            result.append(None)
+        except OSError as e:
+            result.append(e)
+
+    probe = threading.Thread(target=connect, daemon=True)
+    probe.start()
+    probe.join(seconds)
+    if not result:
+        raise ArlError(f"--ray {address}: no answer within {seconds:g} s")
+    if result[0] is not None:
+        why = getattr(result[0], "strerror", None) or type(result[0]).__name__
+        raise ArlError(f"--ray {address}: nothing answers there ({why})")
+
+
 def init_ray(address: str | None, num_cpus: int | None = None):
     """Connect to a cluster at `address`, or start a local Ray ("local"); idempotent."""
     ray = require("ray", "--ray", "ray")
     if not ray.is_initialized():
+        if address not in (None, "local"):
+            check_ray_address(address)
         # log_to_driver: the tasks' progress lines (stderr) reach this terminal, prefixed
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
         if address in (None, "local"):  # "local": a new Ray here, even if one was started

@@ -22,6 +22,7 @@ import torch
 from arl.env import Env, Environment, ScriptedPolicy, Task, config_for, environment_of_tasks
 from arl.env import get_environment as _get_environment
 from arl.model import TinyAgent
+from arl.progress import report
 from arl.sampling import sample
 from arl.text import END, Transcript, Vocab, make_vocab
 from arl.types import Observation, Outcome, Trajectory
@@ -208,10 +209,12 @@ def rollout_batch(
     # for the others, and the turn's observations are appended together, once per turn.
     by_turn = bool(getattr(model, "pads_cache", False))
     waiting: list[list[int] | None] = [None] * B  # a row's observation, held for the turn
+    sampled = 0  # tokens sampled so far (the progress report's)
     while True:
         live = [b for b in range(B) if eps[b].outcome is None]
         if not live:
             break
+        report(f"{B - len(live)} of {B} episodes done, {sampled:,} tokens sampled")  # paced
         if by_turn and all(waiting[b] is not None for b in live):  # every call ended: append
             for b in live:
                 pending[b], waiting[b] = waiting[b], None
@@ -232,6 +235,7 @@ def rollout_batch(
             logits = logits[fed]
         # (n_fed,) each: ids, their log-probs, the temperature-1 policy's entropy there
         tok, logp, ent = sample(logits.cpu(), temperature, top_p, gen, with_entropy=True)
+        sampled += len(fed)
         pending = [[] for _ in eps]
         for b, t, lp, h in zip(fed, tok.tolist(), logp.tolist(), ent.tolist(), strict=True):
             ep = eps[b]

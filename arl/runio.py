@@ -140,17 +140,113 @@ def plain(obj: Any, ndigits: int | None = None) -> Any:
     return obj
 
 
-def read_json(path: str | Path, label: str | None = None) -> Any:
-    """Parse a JSON file, or raise one ArlError line naming `label` (default: the path)."""
+# --- the one reader of what a user hands arl (doctor, report, stats, check template) -----------
+
+MAX_INPUT_BYTES = 256 * 2**20  # a file read whole (JSON, a template) or a pipe's contents
+MAX_LOG_BYTES = 2 * 2**30  # a JSONL log, read line by line (its records are what is kept)
+MAX_LINE_BYTES = 64 * 2**20  # one line of a JSONL log
+
+
+def _what(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def check_input(path: str | Path, label: str | None = None, named: bool = False) -> int:
+    """Stat a file about to be read (never opening it, so a FIFO cannot block); its size.
+
+    A missing file, a folder, a device, or a FIFO or socket found rather than `named` (the
+    user named that very path, e.g. `<(cat metrics.jsonl)`) is one ArlError line."""
     label = label or str(path)
+    if str(path) == "":
+        raise ArlError("an empty path names no file")
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        st = os.stat(path)
     except FileNotFoundError:
         raise ArlError(f"{label}: no such file") from None
     except OSError as e:
-        raise ArlError(f"{label}: cannot read ({e.strerror})") from None
+        raise ArlError(f"{label}: cannot read ({_reason(e)})") from None
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        raise ArlError(f"{label}: is a folder, not a file")
+    if stat.S_ISREG(mode):
+        return st.st_size
+    if named and (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        return -1  # a pipe the user handed over: read to its end, bounded
+    how = "" if named else " (name it itself on the command line to read a pipe)"
+    raise ArlError(f"{label}: {_what(mode)}, not a regular file; not read{how}")
+
+
+def _too_big(label: str, limit: int) -> ArlError:
+    return ArlError(f"{label}: larger than {limit // 2**20} MiB; not read")
+
+
+def read_input(
+    path: str | Path, label: str | None = None, named: bool = False, limit: int | None = None
+) -> bytes:
+    """A regular file's bytes (or a named pipe's), at most `limit` (MAX_INPUT_BYTES) of them;
+    anything else is one ArlError line (see check_input)."""
+    label = label or str(path)
+    limit = MAX_INPUT_BYTES if limit is None else limit
+    if check_input(path, label, named) > limit:
+        raise _too_big(label, limit)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise ArlError(f"{label}: cannot read ({_reason(e)})") from None
+    if len(data) > limit:
+        raise _too_big(label, limit)
+    return data
+
+
+def read_input_text(
+    path: str | Path, label: str | None = None, named: bool = False, limit: int | None = None
+) -> str:
+    """read_input as UTF-8 text (not UTF-8: one ArlError line)."""
+    label = label or str(path)
+    try:
+        return read_input(path, label, named, limit).decode("utf-8")
     except UnicodeDecodeError:
         raise ArlError(f"{label}: not UTF-8 text") from None
+
+
+def input_lines(
+    path: str | Path, label: str | None = None, named: bool = False
+) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a text file read line by line: at most MAX_LINE_BYTES a line and
+    MAX_LOG_BYTES in all (a device, a FIFO found in a folder: one ArlError line)."""
+    label = label or str(path)
+    if check_input(path, label, named) > MAX_LOG_BYTES:
+        raise _too_big(label, MAX_LOG_BYTES)
+    total = 0
+    try:
+        with open(path, "rb") as f:
+            for i, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), start=1):
+                total += len(raw)
+                if total > MAX_LOG_BYTES:
+                    raise _too_big(label, MAX_LOG_BYTES)
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    raise ArlError(f"{label}:{i}: a line longer than {MAX_LINE_BYTES // 2**20} MiB")
+                try:
+                    yield i, raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ArlError(f"{label}:{i}: not UTF-8 text") from None
+    except OSError as e:
+        raise ArlError(f"{label}: cannot read ({_reason(e)})") from None
+
+
+def read_json(path: str | Path, label: str | None = None, named: bool = False) -> Any:
+    """Parse a JSON file, or raise one ArlError line naming `label` (default: the path)."""
+    label = label or str(path)
+    text = read_input_text(path, label, named)
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise ArlError(f"{label}:{e.lineno}: invalid JSON ({e.msg})") from None
     except ValueError as e:  # e.g. an integer of more digits than Python converts
@@ -183,24 +279,18 @@ def append_jsonl(f: IO[str], record: dict) -> None:
     os.fsync(f.fileno())
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    """The records of an append-only log; a torn last line (a kill mid-write) is dropped.
-
-    Any other unreadable line is an ArlError naming it.
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ArlError(f"{path}: cannot read ({e})") from None
-    lines = text.split("\n")
+def read_jsonl(path: str | Path, named: bool = False) -> list[dict]:
+    """The records of an append-only log, read line by line (input_lines); a torn last line
+    (a kill mid-write: no newline after it) is dropped. Any other unreadable line is an
+    ArlError naming it."""
     records = []
-    for i, line in enumerate(lines, start=1):
+    for i, line in input_lines(path, str(path), named):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except (json.JSONDecodeError, RecursionError):
-            if i == len(lines):  # no newline after it: the write was cut short
+            if not line.endswith("\n"):  # the last line, cut short
                 break
             raise ArlError(f"{path}:{i}: corrupt line") from None
         if not isinstance(row, dict):

@@ -162,7 +162,7 @@ def small_init(tmp_path):
     "argv, message",
     [
         (["calc", "kl", "--log-ratios", "1000"], "<= 700"),
-        (["calc", "kl", "--log-ratios", "-1000"], None),  # fine: k3 = e^-1000 - 1 + 1000
+        (["calc", "kl", "--log-ratios", "-1000"], None),  # runs, with a warning line (issue 46)
         (["eval", "oracle", "--temperature", "inf"], "--temperature"),
         (["eval", "oracle", "--seed", str(2**63)], "a seed in"),
         (["calc", "group-size", "--budget", "1000000000"], "<= 100,000"),
@@ -352,3 +352,528 @@ def test_eval_says_which_split_it_evaluates(capsys):
     assert (
         "evaluating on the train split of bugfix (the tasks training sees; --split heldout" in out
     )
+
+
+# --- issue 46: nothing hangs, nothing read whole, no internal error -----------------------------
+
+DOCTOR_RUN = ROOT / "tests" / "fixtures" / "doctor" / "arl_pg"
+
+
+class _Hung(BaseException):  # past a template's `except Exception`
+    pass
+
+
+@pytest.fixture()
+def within():
+    """`with within(s):` fails the test after s seconds instead of waiting for ever."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def bound(seconds: float):
+        def expire(_signum, _frame):
+            raise _Hung(f"still running after {seconds} s")
+
+        old = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+    return bound
+
+
+@pytest.mark.parametrize("command", ["doctor", "report"])
+@pytest.mark.parametrize("name", ["metrics.jsonl", "config.json", "other.jsonl"])
+def test_a_fifo_in_a_run_folder_is_refused_not_waited_on(capsys, tmp_path, within, command, name):
+    run = tmp_path / "run"
+    run.mkdir()
+    if name != "metrics.jsonl":
+        (run / "metrics.jsonl").write_bytes((DOCTOR_RUN / "metrics.jsonl").read_bytes())
+    if name == "other.jsonl":
+        os.remove(run / "metrics.jsonl")
+    os.mkfifo(run / name)
+    with within(30):
+        code, err = _run([command, str(run)], capsys)
+    _one_line(code, err)
+    assert "FIFO" in err and name in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["doctor", "/dev/zero"],
+        ["doctor", "/dev/urandom"],
+        ["report", "/dev/zero", "--out", "{tmp}/r.html"],
+        ["stats", "passk", "/dev/zero"],
+        ["stats", "compare", "/dev/urandom", "/dev/zero"],
+    ],
+)
+def test_devices_are_refused_not_read_whole(capsys, tmp_path, within, argv):
+    with within(30):
+        code, err = _run([a.format(tmp=tmp_path) for a in argv], capsys)
+    _one_line(code, err)
+    assert "a device, not a regular file" in err
+
+
+def test_a_pipe_named_on_the_command_line_is_read(capsys, tmp_path, within):
+    """`arl doctor <(cat metrics.jsonl)`: the pipe is read once, as the log it holds."""
+    import threading
+
+    data = (DOCTOR_RUN / "metrics.jsonl").read_bytes()
+    r, w = os.pipe()
+
+    def feed():
+        with os.fdopen(w, "wb") as f:
+            f.write(data)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        with within(60):
+            code, err = _run(["doctor", f"/dev/fd/{r}"], capsys)
+    finally:
+        feeder.join()
+        os.close(r)
+    assert code == 0, err
+    whole = _run(["doctor", str(DOCTOR_RUN / "metrics.jsonl")], capsys)
+    assert whole[0] == 0
+
+
+def test_files_are_bounded_and_read_line_by_line(capsys, tmp_path, monkeypatch):
+    from arl import runio
+
+    big = tmp_path / "results.json"
+    big.write_text('{"a": "' + "x" * 5000 + '"}')
+    monkeypatch.setattr(runio, "MAX_INPUT_BYTES", 1000)
+    with pytest.raises(runio.ArlError, match="larger than 0 MiB"):
+        runio.read_json(big)
+    log = tmp_path / "m.jsonl"
+    log.write_text('{"step": 1}\n{"step": 2}\n{"step": ')  # a torn last line: dropped
+    monkeypatch.setattr(runio, "MAX_LINE_BYTES", 100)
+    assert runio.read_jsonl(log) == [{"step": 1}, {"step": 2}]
+    log.write_text('{"step": 1, "x": "' + "y" * 500 + '"}\n')
+    with pytest.raises(runio.ArlError, match=":1: a line longer than"):
+        runio.read_jsonl(log)
+
+
+def test_stats_refuses_negative_sample_indices(capsys, tmp_path):
+    f = tmp_path / "r.jsonl"
+    f.write_text('{"task": "a", "sample": -1, "passed": true}\n')
+    code, err = _run(["stats", "passk", str(f)], capsys)
+    _one_line(code, err)
+    assert "'sample' must be 0 or more" in err
+
+
+@pytest.fixture(scope="module")
+def tokenizer_folder(tmp_path_factory):
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    from arl.hf.templates import CHATML
+    from arl.hf.tiny import build_tokenizer
+
+    tok = build_tokenizer(vocab_size=300)
+    tok.chat_template = CHATML
+    folder = tmp_path_factory.mktemp("tok")
+    tok.save_pretrained(folder)
+    return folder
+
+
+def _with_template(src: Path, dst: Path, template: str) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    for name in ("chat_template.jinja", "chat_template.json"):
+        (dst / name).unlink(missing_ok=True)
+    config = json.loads((dst / "tokenizer_config.json").read_text())
+    config["chat_template"] = template
+    (dst / "tokenizer_config.json").write_text(json.dumps(config))
+    return dst
+
+
+LOOPING = (
+    "{% for a in range(99999) %}{% for b in range(99999) %}{% for m in messages %}"
+    "{{ '' }}{% endfor %}{% endfor %}{% endfor %}"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "template, message",
+    [
+        (LOOPING, "rendering took more than"),
+        ("{{ 'x' }}" * 200_000, "longer than 1,000,000 characters"),
+        ("{% for m in range(99999) %}{{ 'y' * 50 }}{% endfor %}", "one rendering is longer"),
+    ],
+    ids=["looping", "huge", "long output"],
+)
+def test_check_template_renders_with_a_bound(
+    capsys, tmp_path, monkeypatch, within, tokenizer_folder, template, message
+):
+    from arl.hf import template_check
+
+    monkeypatch.setattr(template_check, "RENDER_SECONDS", 3.0)
+    folder = _with_template(tokenizer_folder, tmp_path / "tok", template)
+    with within(120):
+        code, err = _run(["check", "template", str(folder)], capsys)
+    _one_line(code, err)
+    assert "chat template: not checked" in err and message in err
+
+
+@pytest.mark.parametrize("case", ["list", "no tokenizer", "fifo"])
+def test_check_template_refuses_what_is_no_tokenizer(capsys, tmp_path, within, case):
+    pytest.importorskip("transformers")
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    if case == "list":
+        (folder / "tokenizer_config.json").write_text("[1, 2]")
+    elif case == "no tokenizer":
+        (folder / "config.json").write_text('{"model_type": "gpt2"}')  # a model, no tokenizer
+    else:
+        os.mkfifo(folder / "tokenizer.json")
+    with within(60):
+        code, err = _run(["check", "template", str(folder)], capsys)
+    _one_line(code, err)
+    expected = {"list": "expected a JSON object", "no tokenizer": "no tokenizer here"}
+    assert expected.get(case, "FIFO") in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "address, message",
+    [
+        ("256.1.1.1:6379", "256.1.1.1 is not an IP address"),
+        ("head:99999", "not a cluster address"),
+        ("ray://-bad-:10001", "is not a host name"),
+        ("127.0.0.1:1", "nothing answers there"),  # nothing listens on port 1
+    ],
+)
+def test_an_unusable_ray_address_is_one_line(capsys, tmp_path, within, address, message):
+    pytest.importorskip("ray")
+    argv = ["reproduce", "problem", "1", "--quick", "--ray", address, "--out", str(tmp_path / "r")]
+    with within(60):
+        code, err = _run(argv, capsys)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert message in err
+
+
+def test_a_silent_ray_address_is_refused_in_bounded_time(monkeypatch):
+    """A head that never answers (a dropped SYN): refused after the bound, not retried."""
+    import socket as socket_module
+    import threading
+
+    from arl import parallel
+    from arl.errors import ArlError
+
+    release = threading.Event()
+
+    def silent(*_args, **_kwargs):
+        release.wait(30)
+        raise OSError("timed out")
+
+    monkeypatch.setattr(socket_module, "create_connection", silent)
+    start = time.monotonic()
+    try:
+        with pytest.raises(ArlError, match="no answer within 0.5 s"):
+            parallel.check_ray_address("10.255.255.1:6379", seconds=0.5)
+        assert time.monotonic() - start < 5
+    finally:
+        release.set()  # the probe's thread ends now, not in a later test
+
+
+@pytest.mark.slow
+def test_the_final_evaluation_of_a_recipe_says_where_it_is(capsys, tmp_path, monkeypatch):
+    """`train sft --steps 0` evaluates both splits: minutes for an untrained CodeFix policy.
+    It was slow, not hung, and silent; now a line comes every EVAL_EVERY_S seconds."""
+    from arl.cli import recipes
+
+    monkeypatch.setattr(recipes, "EVAL_EVERY_S", 0.0)
+    argv = ["train", "sft", "--init", "untrained", "--steps", "0", "--eval-samples", "1"]
+    code = main([*argv, "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    for split in ("train", "heldout"):
+        assert f"sft evaluating {split} (" in err and "episodes done" in err
+        assert "tokens sampled" in err
+
+
+# --- issue 46: silent accepts -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, names",
+    [
+        (
+            ["train", "pg", "--env", "codefix", "--set", "env.name=bugfix"],
+            ["--env codefix", "env.name=bugfix"],
+        ),
+        (
+            ["train", "pg", "--env", "bugfix", "--set", "env.name=codefix"],
+            ["--env bugfix", "env.name=codefix"],
+        ),
+        (
+            ["train", "distill", "--teacher", "weak", "--set", "teacher=cold"],
+            ["--teacher weak", "teacher=cold"],
+        ),
+    ],
+)
+def test_conflicting_settings_are_refused_naming_both(capsys, tmp_path, argv, names):
+    code, err = _run([*argv, "--set", f"out={tmp_path}/r"], capsys)
+    _one_line(code, err)
+    assert all(n in err for n in names) and not (tmp_path / "r").exists()
+
+
+def test_a_config_file_that_disagrees_with_env_is_refused(capsys, tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text('{"env": {"name": "bugfix"}}')
+    argv = [
+        "train",
+        "pg",
+        "--env",
+        "codefix",
+        "--config",
+        str(config),
+        "--set",
+        f"out={tmp_path}/r",
+    ]
+    code, err = _run(argv, capsys)
+    _one_line(code, err)
+    assert "--env codefix and env.name=bugfix" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "trajectories", "", "--policy", "oracle"],
+        ["export", "pairs", "", "--policy", "oracle"],
+        ["export", "hf", "", "{tmp}/hf"],
+        ["export", "hf", "{tmp}/ckpt", ""],
+        ["report", ""],
+        ["report", "{tmp}", "--out", ""],
+        ["doctor", ""],
+        ["stats", "passk", ""],
+        ["check", "template", ""],
+    ],
+)
+def test_empty_paths_are_refused(capsys, tmp_path, argv):
+    code, err = _run([a.format(tmp=tmp_path) for a in argv], capsys)
+    _one_line(code, err)
+    assert "empty path" in err
+    assert not list(Path.cwd().glob("*.parquet"))
+
+
+def test_kl_of_an_unrealistic_log_ratio_warns(capsys):
+    code = main(["calc", "kl", "--log-ratios", "-1000", "0.1", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0 and json.loads(captured.out)["table"][0]["log_ratio"] == -1000
+    assert captured.err.count("\n") == 1 and captured.err.startswith("arl: warning: log-ratio")
+    assert "outside any realistic range" in captured.err
+    assert main(["calc", "kl", "--log-ratios", "-3", "0.1"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.slow
+def test_distilling_from_an_untrained_teacher_warns(capsys, tmp_path, small_init):
+    argv = ["train", "distill", "--teacher", "untrained", "--init", small_init, "--quiet"]
+    sets = ["steps=1", "tasks_per_step=2", "group_size=2", "eval_every=0", f"out={tmp_path}/r"]
+    code, err = _run([*argv, *(x for s in sets for x in ("--set", s))], capsys)
+    assert code == 0, err
+    assert "arl: warning: --teacher untrained" in err
+
+
+def test_a_teacher_weaker_than_its_student_warns_once(capsys):
+    from arl.cli.train import weaker_teacher_warning
+
+    seen = []
+    update = weaker_teacher_warning(seen.append)
+    update({"step": 1, "pass_rate": 0.25, "teacher_pass_rate": 0.5})
+    assert capsys.readouterr().err == ""
+    update({"step": 2, "pass_rate": 0.5, "teacher_pass_rate": 0.25})
+    update({"step": 3, "pass_rate": 0.75, "teacher_pass_rate": 0.0})
+    err = capsys.readouterr().err
+    assert len(seen) == 3 and err.count("\n") == 1
+    assert "step 2: the teacher passes 0.25 of the step's tasks, the student 0.50" in err
+
+
+# --- issue 46: a distillation's resume checks its teacher's weights -----------------------------
+
+
+@pytest.mark.slow
+def test_a_changed_teacher_is_refused_on_resume(capsys, tmp_path, small_init):
+    config = TinyAgentConfig(
+        vocab_size=len(default_vocab()), n_layer=1, n_embd=32, n_head=2, block_size=256
+    )
+    torch.manual_seed(1)
+    teacher = str(save_checkpoint(TinyAgent(config), tmp_path / "teacher"))
+    sets = ["tasks_per_step=2", "group_size=2", "eval_every=0", "save_every=1", f"out={tmp_path}/r"]
+    argv = ["train", "distill", "--teacher", teacher, "--init", small_init, "--quiet"]
+    argv += [x for s in sets for x in ("--set", s)]
+    code, err = _run([*argv, "--set", "steps=1"], capsys)
+    assert code == 0, err
+    more = ["--set", "resume=true", "--allow-change", "steps"]
+    code, err = _run([*argv, "--set", "steps=2", *more], capsys)
+    assert code == 0, err  # the same teacher: resumed
+    from arl.train.checkpoint import load_checkpoint, weights_sha256
+
+    before = weights_sha256(load_checkpoint(teacher))
+    torch.manual_seed(2)
+    save_checkpoint(TinyAgent(config), teacher)  # other weights, in the same folder
+    after = weights_sha256(load_checkpoint(teacher))
+    code, err = _run([*argv, "--set", "steps=3", *more], capsys)
+    _one_line(code, err)
+    assert "is not the one" in err and before[:16] in err and after[:16] in err
+    assert not (tmp_path / "r" / "ckpt-000003").exists()
+
+
+# --- issue 46: smaller silent results -----------------------------------------------------------
+
+
+def _all_output(argv, capsys) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["reproduce", "ch15", "--quick", "--out", "{foreign}"],
+        ["reproduce", "ch15", "--quick", "--ray", "127.0.0.1:1", "--out", "{tmp}/c"],
+        ["reproduce", "problem", "1", "--quick", "--ray", "127.0.0.1:1", "--out", "{tmp}/p"],
+    ],
+)
+def test_a_refusal_comes_alone_without_a_progress_line(capsys, tmp_path, argv):
+    pytest.importorskip("ray")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "mine.txt").write_text("x")
+    code, out, err = _all_output([a.format(tmp=tmp_path, foreign=foreign) for a in argv], capsys)
+    assert out == ""
+    _one_line(code, err)
+
+
+@pytest.mark.slow
+def test_a_refused_resume_prints_no_header(capsys, tmp_path, small_init):
+    sets = ["steps=1", "tasks_per_step=2", "group_size=2", "eval_every=0", f"out={tmp_path}/r"]
+    argv = ["train", "pg", "--init", small_init, "--quiet"]
+    argv += [x for s in sets for x in ("--set", s)]
+    code, out, err = _all_output(argv, capsys)
+    assert code == 0, err
+    code, out, err = _all_output([*argv, "--set", "resume=true", "--set", "lr=0.5"], capsys)
+    assert out == ""
+    _one_line(code, err)
+    assert "the config differs" in err
+
+
+@pytest.mark.slow
+def test_export_hf_on_a_full_disk_leaves_no_folder(capsys, tmp_path, small_init, monkeypatch):
+    pytest.importorskip("transformers")
+    from arl import export
+
+    real, calls = export.atomic_write_bytes, []
+
+    def full_disk(path, data):
+        calls.append(path)
+        if len(calls) > 1:  # the first file fits, the second does not
+            raise export.ArlError(f"cannot write {path}: No space left on device")
+        return real(path, data)
+
+    monkeypatch.setattr(export, "atomic_write_bytes", full_disk)
+    code, err = _run(["export", "hf", small_init, str(tmp_path / "new" / "hf")], capsys)
+    _one_line(code, err)
+    assert "No space left on device" in err
+    assert len(calls) == 2 and not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()  # a folder that was there before stays, empty
+    calls.clear()
+    code, err = _run(["export", "hf", small_init, str(tmp_path / "kept")], capsys)
+    assert code == 2 and (tmp_path / "kept").is_dir()
+
+
+# --- issue 46: a second Ctrl-C ------------------------------------------------------------------
+
+SLOW_EXIT = """
+import multiprocessing, sys, time
+from pathlib import Path
+
+from arl.train import pg_groups
+
+real_close = pg_groups.Rollouts.close
+
+
+def slow_close(self):  # a cleanup that takes a while: joining rollout workers, say
+    time.sleep(5)
+    real_close(self)
+
+
+pg_groups.Rollouts.close = slow_close
+worker = multiprocessing.get_context("fork").Process(target=time.sleep, args=(600,))
+worker.start()  # a worker of the run's, which must not outlive it
+Path(sys.argv[1]).write_text(str(worker.pid))
+from arl.cli.main import main
+
+sys.argv = ["arl", *sys.argv[2:]]
+sys.exit(main())
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by init) is not alive
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("presses", [1, 2])
+def test_a_second_ctrl_c_ends_in_one_line_and_status_130(tmp_path, small_init, presses):
+    out, pidfile = tmp_path / "r", tmp_path / "worker.pid"
+    sets = ["steps=1000", "tasks_per_step=2", "group_size=2", "eval_every=0", f"out={out}"]
+    argv = [
+        "train",
+        "pg",
+        "--init",
+        small_init,
+        "--quiet",
+        *(x for s in sets for x in ("--set", s)),
+    ]
+    env = {**os.environ, "ARL_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    run = subprocess.Popen(
+        [sys.executable, "-c", SLOW_EXIT, str(pidfile), *argv],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "metrics.jsonl").exists() or not (out / "metrics.jsonl").read_text():
+            assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
+            time.sleep(0.05)
+        run.send_signal(signal.SIGINT)  # the first: the run stops, its cleanup begins (5 s)
+        time.sleep(1.0)
+        if presses == 2:
+            run.send_signal(signal.SIGINT)  # the second, during that cleanup
+        _, err = run.communicate(timeout=60)
+        deadline = time.monotonic() + 10
+        worker = int(pidfile.read_text())
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        alive = _alive(worker)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        if pidfile.exists() and _alive(int(pidfile.read_text())):
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)  # the test leaves none either
+    assert run.returncode == 130, err
+    assert err == "arl: interrupted\n", err
+    assert not alive, "a worker outlived the run"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 from arl.checks import SEED_MAX, check, describe
 from arl.errors import ArlError
@@ -55,6 +56,31 @@ def positive_int_max(hi: int) -> Callable[[str], int]:
     return int_in(1, hi, f"a positive integer <= {hi:,}")
 
 
+def nonempty(text: str) -> str:
+    """A path argument that names something: '' is refused (Path('') would be the current
+    folder, and the run would write or read there)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file or folder")
+    return text
+
+
+def nonempty_path(text: str) -> Path:
+    """nonempty, as a Path."""
+    return Path(nonempty(text))
+
+
+def ray_address(text: str) -> str:
+    """--ray's ADDRESS: local, auto, HOST:PORT or ray://HOST:PORT, HOST a name or an IP
+    address that parses (256.1.1.1 does not); whether it answers is checked when Ray starts."""
+    from arl.parallel import parse_ray_address
+
+    try:
+        parse_ray_address(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
 def add_ray_flag(p: argparse.ArgumentParser) -> None:
     """--ray [ADDRESS]: seeds as Ray tasks, on a local Ray (no address) or a cluster."""
     p.add_argument(
@@ -62,6 +88,7 @@ def add_ray_flag(p: argparse.ArgumentParser) -> None:
         nargs="?",
         const="local",
         default=None,
+        type=ray_address,
         metavar="ADDRESS",
         help="run the seeds as Ray tasks (pip install 'arl[ray]'): a local Ray with --workers "
         "CPUs, or the cluster at ADDRESS (e.g. ray://head:10001 or auto)",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from arl.cli.args import (
     positive_int_max,
     unit_float,
 )
-from arl.cli.output import emit
+from arl.cli.output import emit, fmt
 from arl.errors import ArlError
 from arl.sim.sizing import fleet_sizing
 
@@ -188,7 +189,16 @@ def _kl(a: argparse.Namespace) -> dict:
         for x in a.log_ratios
     ]
     means = {f"mean {k}": v for k, v in calc.kl_estimates(a.log_ratios).items()}
-    return {"table": rows, "results": means}
+    out = {"table": rows, "results": means}
+    far = [x for x in a.log_ratios if abs(x) > calc.REALISTIC_LOG_RATIO]
+    if far:
+        warning = (
+            f"log-ratio {fmt(far[0])} is outside any realistic range (|log ratio| <= "
+            f"{calc.REALISTIC_LOG_RATIO:g}, a probability ratio of e^{calc.REALISTIC_LOG_RATIO:g}):"
+            " the estimates are the formulas' arithmetic, not a KL a run would log"
+        )
+        print(f"arl: warning: {warning}", file=sys.stderr)  # stdout stays the result
+    return out
 
 
 @calculator(

@@ -12,6 +12,7 @@ import argparse
 import json
 from dataclasses import asdict
 
+from arl.cli.args import nonempty
 from arl.errors import ArlError
 from arl.hf.toolcalls import FORMATS
 
@@ -69,6 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="is a tokenizer's chat template incremental, which token ends an assistant turn, "
         "are earlier turns rewritten",
     )
-    t.add_argument("path", help="a tokenizer's from_pretrained folder (local; never the hub)")
+    t.add_argument(
+        "path", type=nonempty, help="a tokenizer's from_pretrained folder (local; never the hub)"
+    )
     t.add_argument("--json", action="store_true", help="print one JSON object")
     t.set_defaults(func=_check_template)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict
 
+from arl.cli.args import nonempty
+
 
 def finding_line(f) -> str:
     """One finding on one line."""
@@ -66,6 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "run",
+        type=nonempty,
         help="a run folder or log: arl's (metrics.jsonl), TRL's (trainer_state.json or its "
         "output_dir) or verl's file-logger JSONL",
     )

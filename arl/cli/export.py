@@ -9,6 +9,7 @@ from pathlib import Path
 from arl.cli.args import (
     add_env_flags,
     env_config_of,
+    nonempty,
     nonneg_float,
     positive_int_max,
     seed_int,
@@ -142,7 +143,7 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 
 def add_rollout_flags(t: argparse.ArgumentParser, samples: int, what: str) -> None:
     """The flags `export trajectories` and `export pairs` share: who plays, where, how many."""
-    t.add_argument("out", help=f"OUT.parquet, or a directory that gets {what}")
+    t.add_argument("out", type=nonempty, help=f"OUT.parquet, or a directory that gets {what}")
     t.add_argument(
         "--policy",
         help=f"{POLICY_HELP}; with --model, a scripted policy played in the model's tokens",
@@ -173,8 +174,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write a checkpoint for transformers, or rollouts as Parquet")
     es = p.add_subparsers(dest="what", required=True, parser_class=type(p))
     h = es.add_parser("hf", help="a TinyAgent checkpoint as a transformers GPT-2 directory")
-    h.add_argument("checkpoint", help="a checkpoint directory (config.json, model.safetensors)")
-    h.add_argument("dir", help="the model directory to write (from_pretrained loads it)")
+    h.add_argument(
+        "checkpoint", type=nonempty, help="a checkpoint directory (config.json, model.safetensors)"
+    )
+    h.add_argument(
+        "dir", type=nonempty, help="the model directory to write (from_pretrained loads it)"
+    )
     h.add_argument("--overwrite", action="store_true", help="replace an earlier export in DIR")
     h.add_argument(
         "--env",

@@ -82,8 +82,66 @@ def _unwritable(e: OSError) -> int:
     return EXIT_WRITE
 
 
+EXIT_INTERRUPTED = 130  # what a shell reports after SIGINT
+_interrupt = {"count": 0, "said": False}
+
+
+def _say_interrupted(in_handler: bool = False) -> None:
+    """The one "arl: interrupted" line, written at most once (inside a signal handler straight
+    to descriptor 2: sys.stderr may be in the middle of a write)."""
+    if _interrupt["said"]:
+        return
+    _interrupt["said"] = True
+    try:
+        if in_handler:
+            os.write(2, b"arl: interrupted\n")
+        else:
+            print("arl: interrupted", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _stop_workers() -> None:
+    """Kill this process's worker processes (pools, rollout workers): none outlives it."""
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        try:
+            child.kill()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def _on_sigint(_signum, _frame) -> None:
+    """The first Ctrl-C stops the command the usual way (KeyboardInterrupt: its cleanup runs);
+    a second one, while that cleanup or the exit runs, ends it now: workers killed, one line,
+    status 130 (not death by the signal)."""
+    _interrupt["count"] += 1
+    if _interrupt["count"] == 1:
+        raise KeyboardInterrupt
+    _stop_workers()
+    _say_interrupted(in_handler=True)
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _install_sigint() -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        try:
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                signal.signal(signal.SIGINT, _on_sigint)
+        except (ValueError, OSError):
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one `arl` command; bad input is one line on stderr and exit status 2."""
+    """Run one `arl` command; bad input is one line on stderr and exit status 2. As the `arl`
+    program (no argv given), Ctrl-C once or twice ends in one line and status 130."""
+    _interrupt.update(count=0, said=False)
+    if argv is None:
+        _install_sigint()
     try:
         from rich.console import Console
 
@@ -108,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"arl: error: {_one_line(e)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("arl: interrupted", file=sys.stderr)
-        return 130
+        _stop_workers()
+        _say_interrupted()
+        return EXIT_INTERRUPTED
     except RecursionError:  # e.g. deeply nested JSON anywhere it is read
         print("arl: error: input nested too deeply", file=sys.stderr)
         return EXIT_USAGE

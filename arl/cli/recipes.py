@@ -26,6 +26,7 @@ OWNED = ("final", "final/*", "metrics.jsonl", "results.json", *SINK_OWNED)
 RECIPE_INIT = "weak"  # the starting TinyAgent of sft, rft and dpo when neither --init nor --model
 DEVICES = ("cpu", "cuda")
 DTYPES = ("float32", "bfloat16")
+EVAL_EVERY_S = 15.0  # a line at most this often while the final evaluation runs
 RFT_ALIASES = {"samples": "samples_per_task"}  # the flag's name before it was derived
 SEEDS = "--seed also seeds the starting policy and the evaluation."
 
@@ -72,15 +73,26 @@ def policy_from(args: argparse.Namespace, seed: int):
     return load_any(args.init, args.model, seed, args.device, args.dtype, env, **chat_options(args))
 
 
-def _evaluate(model, samples: int, seed: int, args: argparse.Namespace) -> dict:
+def _evaluate(model, samples: int, seed: int, args: argparse.Namespace, bar=None) -> dict:
+    """Both splits' pass rates; a line on `bar` every EVAL_EVERY_S seconds while it runs (an
+    untrained CodeFix policy's episodes take minutes: sandboxed grading of every call)."""
     from arl.env import SPLITS, get_environment
     from arl.eval.metrics import evaluate
+    from arl.progress import reporting
 
     environment, config = get_environment(args.env), env_config_of(args)
     keys = ("pass_rate", "malformed_per_episode", "apply_rate")
     out = {}
     for split in SPLITS:
-        m, _ = evaluate(model, environment.tasks(split), samples, seed=seed, env_config=config)
+        tasks = environment.tasks(split)
+        where = f"evaluating {split} ({len(tasks)} tasks x {samples})"
+
+        def say(text: str, where=where) -> None:
+            if bar is not None:
+                bar.event(f"{where}: {text}")
+
+        with reporting(say, every_s=EVAL_EVERY_S):
+            m, _ = evaluate(model, tasks, samples, seed=seed, env_config=config)
         out |= {f"eval/{split}_{k}": m[k] for k in keys if k in m}
     return out
 
@@ -112,7 +124,7 @@ def _run(args: argparse.Namespace, recipe: str, seed: int, train, config) -> int
             with Progress(recipe, enabled=not args.quiet) as bar:
                 history, settings = train(model, bar, sink)
                 bar.event("evaluating both splits")
-                final = _evaluate(model, args.eval_samples, seed, args)
+                final = _evaluate(model, args.eval_samples, seed, args, bar)
         finally:
             if sink is not None:
                 sink.close()

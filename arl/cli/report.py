@@ -4,7 +4,8 @@ doctor's findings (or of a reproduction's table and figures); prints the file's 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from arl.cli.args import nonempty_path
 
 HELP = (
     "RUN: an arl run folder (train pg, sft, rft, dpo, distill), a TRL or verl log the doctor "
@@ -28,10 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="one self-contained HTML page: a run's standing panels beside the doctor's findings",
         description=HELP,
     )
-    p.add_argument("run", type=Path, metavar="RUN", help="the run folder or log file")
+    p.add_argument("run", type=nonempty_path, metavar="RUN", help="the run folder or log file")
     p.add_argument(
         "--out",
-        type=Path,
+        type=nonempty_path,
         default=None,
         metavar="FILE.html",
         help="where to write the page (default: RUN.report.html beside RUN, not inside it)",

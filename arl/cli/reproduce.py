@@ -90,9 +90,9 @@ def cmd_ch15(args: argparse.Namespace) -> int:
         where = f"Ray tasks ({args.ray})" if args.ray else f"{workers} process{plural}"
         which = f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
         quick = " (quick settings)" if args.quick else ""
-        log(f"arl reproduce ch15: {which} in {where}{quick}; progress lines follow")
+        header = f"arl reproduce ch15: {which} in {where}{quick}; progress lines follow"
         flags = dict(quick=args.quick, workers=workers, ray=args.ray, overwrite=args.overwrite)
-        payload = ch15_seeds.run_seeds(cfg, seeds, Path(args.out), **flags, log=log)
+        payload = ch15_seeds.run_seeds(cfg, seeds, Path(args.out), **flags, log=log, header=header)
     print_ch15(payload, Path(args.out))
     return 0
 

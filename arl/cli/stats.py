@@ -4,11 +4,10 @@ result files (arl.eval.stats does the statistics; this module parses and prints)
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import numpy as np
 
-from arl.cli.args import float_in, positive_int, positive_int_max, seed_int
+from arl.cli.args import float_in, nonempty_path, positive_int, positive_int_max, seed_int
 from arl.cli.output import emit
 from arl.errors import ArlError
 from arl.eval import stats
@@ -120,8 +119,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ss = p.add_subparsers(dest="stats_command", required=True)
 
     c = ss.add_parser("compare", help="paired comparison of run B against run A on the same tasks")
-    c.add_argument("a", type=Path, help="JSONL results of run A (task, sample, passed)")
-    c.add_argument("b", type=Path, help="JSONL results of run B")
+    c.add_argument("a", type=nonempty_path, help="JSONL results of run A (task, sample, passed)")
+    c.add_argument("b", type=nonempty_path, help="JSONL results of run B")
     c.add_argument(
         "--intersect",
         action="store_true",
@@ -136,7 +135,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=_stats_compare)
 
     k = ss.add_parser("passk", help="unbiased pass@k with bootstrap intervals over tasks")
-    k.add_argument("file", type=Path, help="JSONL results (task, sample, passed)")
+    k.add_argument("file", type=nonempty_path, help="JSONL results (task, sample, passed)")
     k.add_argument(
         "--k", type=positive_int, nargs="+", help="values of k (default 1, 2, 5, 10, ...)"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -49,7 +50,7 @@ def check_init(spec: str) -> None:
 
 def env_pairs(args: argparse.Namespace) -> list[str]:
     """`--env NAME` and `--allow-unsandboxed` as the `--set` pairs they stand for (a later
-    `--set env.name=...` wins)."""
+    `--set env.name` or --config field that disagrees is refused: refuse_conflicts)."""
     pairs = [f"env.name={args.env}"] if args.env else []
     return pairs + (["env.allow_unsandboxed=true"] if args.allow_unsandboxed else [])
 
@@ -156,11 +157,51 @@ def cmd_sweep(args: argparse.Namespace, values: dict) -> int:
 PG_INIT = "cold"  # the starting policy of train pg and distill when neither --init nor --model
 
 
+def warn(text: str) -> None:
+    """One warning line on stderr (the run goes on)."""
+    print(f"arl: warning: {text}", file=sys.stderr, flush=True)
+
+
+def weaker_teacher_warning(bar: Callable[[dict], None] | None) -> Callable[[dict], None]:
+    """`bar` (may be None), and once a warning line when the teacher passes less of a step's
+    tasks than the student (distillation then pulls the student down)."""
+    said = False
+
+    def update(r: dict) -> None:
+        nonlocal said
+        if bar is not None:
+            bar(r)
+        t, s = r.get("teacher_pass_rate"), r.get("pass_rate")
+        if not said and t is not None and s is not None and t < s:
+            said = True
+            warn(
+                f"step {r.get('step')}: the teacher passes {t:.2f} of the step's tasks, the "
+                f"student {s:.2f}: a teacher weaker than its student"
+            )
+
+    return update
+
+
+def refuse_conflicts(args: argparse.Namespace, values: dict) -> None:
+    """A flag and a --set pair or --config field that say different things are refused,
+    naming both (`--env codefix` against `env.name=bugfix`; `--teacher` against `teacher=`)."""
+    env = values.get("env")
+    name = env.get("name") if isinstance(env, dict) else None
+    if args.env and name is not None and name != args.env:
+        raise ArlError(f"--env {args.env} and env.name={name} disagree: give one of them")
+    flag = getattr(args, "teacher", None) or getattr(args, "teacher_model", None)
+    given = values.get("teacher")
+    if flag and given not in (None, "", flag):
+        which = "--teacher" if getattr(args, "teacher", None) else "--teacher-model"
+        raise ArlError(f"{which} {flag} and teacher={given} disagree: give one of them")
+
+
 def cmd_pg(args: argparse.Namespace) -> int:
     resolve_init(args, PG_INIT)
     if args.sweep and args.model:
         raise ArlError("--sweep trains TinyAgents from --init; it does not take --model")
     values = read_config_file(args.config) if args.config else {}
+    refuse_conflicts(args, merge(values, given_values(args)))
     values = merge(parse_overrides(env_pairs(args), values), given_values(args))
     values.setdefault("out", "runs/pg")
     if args.sweep:
@@ -175,6 +216,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
 
     resolve_init(args, PG_INIT)
     values = read_config_file(args.config) if args.config else {}
+    refuse_conflicts(args, merge(values, given_values(args)))
     values = merge(parse_overrides(env_pairs(args), DISTILL_DEFAULTS | values), given_values(args))
     values.setdefault("out", "runs/distill")
     values["teacher"] = args.teacher or args.teacher_model
@@ -228,23 +270,32 @@ def run_pg(args: argparse.Namespace, values: dict, command: str, hf_teacher: boo
             else:
                 model = load_init(args.init, config.seed, config.env.name)
             teacher = load_teacher(config, args, hf_teacher) if config.teacher_weight else None
-            console = Console()
+            console = Console(soft_wrap=True)  # a path in a line is never broken
             taught = f", taught by {config.teacher}" if teacher is not None else ""
-            console.print(
-                f"arl {command}: {model.num_params():,} parameters from {args.model or args.init}; "
-                f"{config.steps} steps x {config.episodes_per_step} episodes{taught} "
-                f"-> {config.out}"
-            )
+
+            def header() -> None:  # once train_pg's checks (teacher, resume) passed
+                console.print(
+                    f"arl {command}: {model.num_params():,} parameters from "
+                    f"{args.model or args.init}; {config.steps} steps x "
+                    f"{config.episodes_per_step} episodes{taught} -> {config.out}"
+                )
+                if teacher is not None and config.teacher == "untrained":
+                    warn(
+                        "--teacher untrained: a randomly initialized teacher; the student is "
+                        "distilled towards noise"
+                    )
+
             label = command.split()[-1]  # pg, or distill
             with progress_bar(not args.quiet, config.steps, label) as bar:
                 history = train_pg(
                     model,
                     config,
-                    progress=bar,
+                    progress=weaker_teacher_warning(bar) if teacher is not None else bar,
                     allow_change=allow,
                     claimed=True,
                     sink=sink,
                     teacher=teacher,
+                    on_start=header,
                 )
         finally:
             if sink is not None:

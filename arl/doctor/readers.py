@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from arl.doctor.names import map_name
 from arl.doctor.types import Run
 from arl.errors import ArlError
-from arl.runio import read_json, read_jsonl
+from arl.runio import check_input, input_lines, read_input, read_json, read_jsonl
 
 # TRL bookkeeping in log_history: not metrics of the policy, neither mapped nor "unmapped"
 TRL_BOOKKEEPING = frozenset(
@@ -158,14 +161,15 @@ def read_verl(path: Path) -> Run:
 
 
 def _first_record(path: Path) -> dict | None:
-    """The first JSON object of a JSONL file (None when it has none or is not JSONL)."""
+    """The first JSON object of a JSONL file (None when it has none or is not JSONL); a FIFO
+    or a device in its place is one ArlError line (never opened: it could block)."""
+    check_input(path)
     try:
-        with path.open(encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    row = json.loads(line)
-                    return row if isinstance(row, dict) else None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        for _, line in input_lines(path):
+            if line.strip():
+                row = json.loads(line)
+                return row if isinstance(row, dict) else None
+    except (ArlError, ValueError, RecursionError):
         return None
     return None
 
@@ -193,13 +197,13 @@ def read_file(path: Path) -> Run:
 def read_folder(folder: Path) -> Run:
     """A run folder: arl's metrics.jsonl, TRL's trainer_state.json (the folder's, else its
     latest checkpoint's), or a single verl JSONL."""
-    if (folder / "metrics.jsonl").is_file():
+    if os.path.lexists(folder / "metrics.jsonl"):  # a FIFO or a device there: refused
         first = _first_record(folder / "metrics.jsonl")
         if first is not None and is_verl_record(first):
             return read_verl(folder / "metrics.jsonl")
         return read_arl(folder, folder / "metrics.jsonl")
     state = folder / "trainer_state.json"
-    state = state if state.is_file() else _checkpoint_state(folder)
+    state = state if os.path.lexists(state) else _checkpoint_state(folder)
     if state is not None:
         return read_trl(state)
     logs = [p for p in sorted(folder.glob("*.jsonl")) if is_verl_record(_first_record(p) or {})]
@@ -217,8 +221,35 @@ def read_folder(folder: Path) -> Run:
 
 
 def load_run(path: str | Path) -> Run:
-    """A run's metrics in arl's names, from an arl, TRL or verl run folder or log file."""
+    """A run's metrics in arl's names, from an arl, TRL or verl run folder or log file.
+
+    A pipe named here (`arl doctor <(cat metrics.jsonl)`) is read once, to its end (bounded),
+    then as the log it holds; a device, or a FIFO found inside a folder, is refused."""
+    if str(path) == "":
+        raise ArlError("an empty path names no run folder or log")
     p = Path(path)
     if not p.exists():
         raise ArlError(f"{p}: no such file or folder")
-    return read_folder(p) if p.is_dir() else read_file(p)
+    if p.is_dir():
+        return read_folder(p)
+    if check_input(p, named=True) >= 0:
+        return read_file(p)
+    data = read_input(p, named=True)
+    with tempfile.TemporaryDirectory(prefix="arl-pipe-") as tmp:
+        name = "trainer_state.json" if _trainer_state(data) else "metrics.jsonl"
+        copy = Path(tmp) / name
+        copy.write_bytes(data)
+        try:
+            run = read_file(copy)
+        except ArlError as e:
+            raise ArlError(str(e).replace(str(copy), str(p))) from None
+    return replace(run, path=str(p))
+
+
+def _trainer_state(data: bytes) -> bool:
+    """Whether a pipe's contents are one JSON object with a log_history (TRL's state)."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and "log_history" in obj

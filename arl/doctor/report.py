@@ -9,19 +9,20 @@ one plain file that opens anywhere, offline: no script, no server, nothing fetch
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from arl.doctor.report_run import render_run
 from arl.errors import ArlError
-from arl.runio import atomic_write_text
+from arl.runio import atomic_write_text, read_json
 
 
 def final_results(path: Path) -> dict | None:
     """The scalar results an arl recipe run (sft, rft, dpo) wrote beside its metrics."""
+    if not (path / "results.json").is_file():
+        return None
     try:
-        data = json.loads((path / "results.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        data = read_json(path / "results.json")
+    except ArlError:
         return None
     if not isinstance(data, dict) or "recipe" not in data:
         return None

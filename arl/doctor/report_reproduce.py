@@ -13,6 +13,7 @@ from pathlib import Path
 
 from arl.doctor.report_html import config_html, esc, page, png_html, table_html
 from arl.errors import ArlError
+from arl.runio import read_input, read_input_text
 
 QUICK_NOTE = (
     "Quick settings: far too few steps and samples to reproduce anything; the verdicts "
@@ -23,10 +24,9 @@ KINDS = ("problem", "exercise")
 
 def _json(path: Path) -> dict:
     """A JSON object from a file, or a one-line ArlError."""
+    text = read_input_text(path)  # a FIFO, a device, a huge file: refused in one line
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise ArlError(f"{path}: cannot read ({type(e).__name__})") from None
+        data = json.loads(text)
     except (ValueError, RecursionError):
         raise ArlError(f"{path}: not valid JSON (corrupt or cut short)") from None
     if not isinstance(data, dict):
@@ -59,8 +59,8 @@ def _png(folder: Path, name: str) -> str:
     """One of the reproduction's figures, embedded; a missing one is said, not fatal."""
     path = folder / name
     try:
-        data = path.read_bytes()
-    except OSError:
+        data = read_input(path)
+    except ArlError:
         return f'<p class="warn">Figure {esc(name)} is missing from {esc(folder)}.</p>'
     if not data.startswith(b"\x89PNG"):
         return f'<p class="warn">Figure {esc(name)} is not a PNG file.</p>'

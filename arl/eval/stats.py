@@ -338,15 +338,11 @@ def load_results(path: str | Path) -> dict[str, dict[int, bool]]:
     Raises ArlError with one clear line for a missing file, invalid JSON (with its line
     number), a missing or mistyped key, a duplicate (task, sample), or no episodes at all.
     """
+    from arl.runio import input_lines
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ArlError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ArlError(f"{p}: cannot read ({e})") from None
     out: dict[str, dict[int, bool]] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in input_lines(p, named=True):  # line by line; a device is refused
         if not line.strip():
             continue
         try:
@@ -363,6 +359,8 @@ def load_results(path: str | Path) -> dict[str, dict[int, bool]]:
             v = row[key]
             if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
                 raise ArlError(f"{p}:{lineno}: '{key}' must be {typ.__name__}, got {v!r}")
+        if row["sample"] < 0:
+            raise ArlError(f"{p}:{lineno}: 'sample' must be 0 or more, got {row['sample']}")
         samples = out.setdefault(row["task"], {})
         if row["sample"] in samples:
             raise ArlError(

@@ -79,13 +79,21 @@ def run_seeds(
     ray: str | None = None,
     overwrite: bool = False,
     log: Callable[[str], None] = lambda line: None,
+    header: str | None = None,
 ) -> dict:
     """Run every seed (in this process; with `workers` >= 2 its sections as tasks on that many
     processes, see ch15_plan; or whole seeds as Ray tasks at `ray`: "local" or a cluster
     address), resuming finished seeds from results.partial.json; write results.json, table.md
-    and the figures; return the payload. Same seeds, same results wherever they ran."""
+    and the figures; return the payload. Same seeds, same results wherever they ran. `header`
+    is logged once the run's checks passed and its folder is claimed (a refusal comes alone)."""
     locks.require("ch15")  # the rules as locked, before any seed runs
+    if ray not in (None, "local"):
+        from arl.parallel import check_ray_address
+
+        check_ray_address(ray)
     with claim_output_dir(out, "reproduce ch15", OWNED, overwrite=overwrite, reuse=not overwrite):
+        if header:
+            log(header)
         return _run_seeds(cfg, seeds, out, quick, Where(workers=workers, ray=ray), log)
 
 

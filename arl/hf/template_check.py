@@ -10,20 +10,83 @@ is told the turn end (Qwen2.5's base checkpoints: eos <|endoftext|>, turns close
 <|im_end|>), which `turn_end` reads from the template itself.
 
 `inspect(tokenizer)` renders one probe conversation prefix by prefix and reports; `findings`
-words the report, one line per finding.
+words the report, one line per finding. Every rendering is bounded: the template's size, the
+text one rendering may produce, and the time all of them may take (a template that loops or
+is huge is one line, not a hang).
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from arl.errors import ArlError
+from arl.runio import MAX_INPUT_BYTES, check_input, read_json
 
 REASONING = "arl-probe-reasoning"
 PROBE_TOOL = "arl_probe_tool"
 _A = tuple(f"arl-probe-answer-{k}" for k in range(1, 5))
+
+MAX_TEMPLATE_CHARS = 1_000_000  # a real chat template is a few kB (Qwen3's: about 4 kB)
+MAX_RENDER_CHARS = 1_000_000  # the probe conversation is a few hundred characters
+RENDER_SECONDS = 20.0  # every rendering of one check together (they take milliseconds)
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "vocab.json",
+    "vocab.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)  # at least one of them: a tokenizer is there
+READ_FILES = TOKENIZER_FILES + (
+    "merges.txt",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+)  # read by from_pretrained: each must be a regular file of a bounded size
+CONFIG_FILES = (
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.json",
+)  # small JSON objects of settings (read here first: a list there is one line)
+
+
+class _Overrun(BaseException):
+    """A rendering past its bound (a BaseException: templates' `except Exception` let it by)."""
+
+
+@contextmanager
+def _time_bound(seconds: float) -> Iterator[None]:
+    """Raise _Overrun in the block after `seconds` of wall time (main thread only: elsewhere
+    unbounded in time, still bounded in size)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(_signum, _frame):
+        raise _Overrun(f"rendering took more than {seconds:g} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    start = time.monotonic()
+    outer, interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        if outer > 0:  # a caller's own alarm keeps what was left of its time
+            left = max(outer - (time.monotonic() - start), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, left, interval)
 
 
 def probe(tool_role: str = "tool") -> list[dict]:
@@ -44,10 +107,22 @@ def probe(tool_role: str = "tool") -> list[dict]:
 
 
 def render(tokenizer: Any, messages: list[dict], generation: bool = False, **kw: Any) -> str:
-    """The template's text of `messages` (with the generation prompt if `generation`)."""
-    return tokenizer.apply_chat_template(
-        messages, tokenize=False, add_generation_prompt=generation, **kw
-    )
+    """The template's text of `messages` (with the generation prompt if `generation`); a
+    template of more than MAX_TEMPLATE_CHARS, or a text of more than MAX_RENDER_CHARS, is an
+    _Overrun."""
+    template = getattr(tokenizer, "chat_template", None)
+    sizes = template.values() if isinstance(template, dict) else [template]
+    if any(isinstance(t, str) and len(t) > MAX_TEMPLATE_CHARS for t in sizes):
+        raise _Overrun(f"the template is longer than {MAX_TEMPLATE_CHARS:,} characters")
+    try:
+        text = tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=generation, **kw
+        )
+    except MemoryError:
+        raise _Overrun("rendering ran out of memory") from None
+    if isinstance(text, str) and len(text) > MAX_RENDER_CHARS:
+        raise _Overrun(f"one rendering is longer than {MAX_RENDER_CHARS:,} characters")
+    return text
 
 
 def _renders(tokenizer: Any) -> tuple[list[dict], list[str], list[str]] | None:
@@ -134,8 +209,17 @@ def _native_tools(tokenizer: Any) -> bool:
         return False
 
 
-def inspect(tokenizer: Any) -> TemplateReport:
-    """Render the probe prefix by prefix and say what the template does (see the module)."""
+def inspect(tokenizer: Any, seconds: float | None = None) -> TemplateReport:
+    """Render the probe prefix by prefix and say what the template does (see the module); a
+    template past a bound (size, text, `seconds` in all) is one ArlError line."""
+    try:
+        with _time_bound(RENDER_SECONDS if seconds is None else seconds):
+            return _inspect(tokenizer)
+    except _Overrun as e:
+        raise ArlError(f"chat template: not checked: {e} (a looping or huge template?)") from None
+
+
+def _inspect(tokenizer: Any) -> TemplateReport:
     eos = getattr(tokenizer, "eos_token", None)
     if not getattr(tokenizer, "chat_template", None):
         return TemplateReport(False, eos, None)
@@ -171,9 +255,20 @@ def load_tokenizer(path: str | Path) -> Any:
     """The tokenizer of a local `from_pretrained` folder (never the hub); bad input is one line."""
     from arl.hf.policy import quiet, require_transformers
 
+    if str(path) == "":
+        raise ArlError("an empty path names no tokenizer folder")
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise ArlError(f"{path}: no such folder (a tokenizer's from_pretrained folder)")
+    present = [name for name in READ_FILES if os.path.lexists(folder / name)]
+    if not any(name in TOKENIZER_FILES for name in present):
+        raise ArlError(f"{path}: no tokenizer here (none of {', '.join(TOKENIZER_FILES[:3])}...)")
+    for name in present:  # no FIFO, no device, nothing absurdly large; settings as objects
+        if name in CONFIG_FILES:
+            if not isinstance(read_json(folder / name), dict):
+                raise ArlError(f"{folder / name}: expected a JSON object")
+        elif check_input(folder / name) > MAX_INPUT_BYTES:
+            raise ArlError(f"{folder / name}: larger than {MAX_INPUT_BYTES // 2**20} MiB; not read")
     tf = require_transformers()
     quiet(tf)
     try:

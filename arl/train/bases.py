@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -199,11 +201,38 @@ def _cached(kind: str, config: BaseConfig, build, environment: Environment | str
     """Load a base from the cache, or build it (saying so on stderr) and cache it; a cached
     checkpoint that does not load (corrupt, or an older format) is rebuilt. A base of another
     environment than BugFix is cached as ENV-KIND (BugFix's keep their names and keys)."""
-    import sys
-
     env = _env(environment)
     kind = kind if env.name == "bugfix" else f"{env.name}-{kind}"
     path = cache_dir() / f"{kind}-{_fingerprint(kind, config, env)}"
+    with _building(path):  # two processes wanting one base: one trains it, the other loads it
+        return _load_or_build(kind, config, build, path)
+
+
+@contextmanager
+def _building(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the cache entry `path` (a file beside it) for the block; a
+    cache folder where no lock file can be made (read-only) is used without one."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.parent / f".{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel if this process dies
+        yield
+    finally:
+        os.close(fd)
+
+
+def _load_or_build(kind: str, config: BaseConfig, build, path: Path) -> TinyAgent:
+    import sys
+
     if (path / "model.safetensors").is_file():
         try:
             return load_checkpoint(path)

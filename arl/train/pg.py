@@ -337,6 +337,7 @@ def train_pg(
     sink: Sink | None = None,
     collate_fn: Collate = collate,
     teacher: TinyAgent | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> list[dict]:
     """Train `model` in place on `tasks` (default: config.env's of config.split); step metrics.
 
@@ -348,7 +349,8 @@ def train_pg(
     outside `allow_change`. A NaN or infinite loss or gradient norm stops the run (Diverged)
     before the optimizer steps. collate_fn is a seam for the problems' deliberate bugs. With
     config.teacher_weight > 0, `teacher` (the loaded config.teacher) scores every sampled
-    token: on-policy distillation (arl.train.distill)."""
+    token: on-policy distillation (arl.train.distill). on_start() runs once every check
+    passed (the teacher's, a resume's), before the first step: a caller's header line."""
     if (teacher is not None) != bool(config.teacher_weight):
         raise ArlError("train_pg: a teacher needs teacher_weight > 0, and teacher_weight one")
     if teacher is not None:
@@ -356,12 +358,16 @@ def train_pg(
         teacher.eval()
     steps = config.steps if steps is None else steps
     s = start_state(model, config)
+    if teacher is not None:  # recorded in every checkpoint; a resume refuses other weights
+        s.teacher_sha256 = checkpoint.weights_sha256(teacher)
     pool, splits = task_sets(config, tasks)
     out = Path(config.out) if config.out else None
     own = out is not None and not claimed
     with claim_output_dir(out, "train pg", OWNED, reuse=config.resume) if own else nullcontext():
         if out is not None and config.resume:
             checkpoint.restore(out, model, s, config, allow_change)
+        if on_start is not None:
+            on_start()
         log = RunLog(out, config, s.step, steps, sink)
         run = StepContext(
             model=model,

@@ -41,6 +41,7 @@ from arl.train.checkpoint.run import (
     resume_state,
     save,
     save_trainer_checkpoint,
+    weights_sha256,
 )
 
 __all__ = [
@@ -74,4 +75,5 @@ __all__ = [
     "save_policy",
     "save_trainer_checkpoint",
     "tensor_sha256",
+    "weights_sha256",
 ]

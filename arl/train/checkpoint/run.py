@@ -56,6 +56,17 @@ class LoopState:
     step: int = 0  # the last step done
     queue: deque[dict[str, torch.Tensor]] = field(default_factory=deque)  # last k+1 weights
     cooldown: dict[str, int] = field(default_factory=dict)  # task -> first step it may be drawn
+    teacher_sha256: str = ""  # a distillation's teacher's weights: a resume needs the same ones
+
+
+def weights_sha256(model: torch.nn.Module) -> str:
+    """One sha256 of a model's weights (every tensor's name and bytes, in name order)."""
+    from arl.train.checkpoint.files import tensor_sha256
+
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(f"{name}:{tensor_sha256(t)};".encode())
+    return h.hexdigest()
 
 
 def checkpoint_dirs(out: Path) -> list[Path]:
@@ -92,6 +103,7 @@ def save(out: Path, model: TinyAgent, s: LoopState, config: PGConfig) -> Path:
         "cooldown": s.cooldown,
         "entropy_coef": s.entropy_coef,
         "config": json.dumps(asdict(config)),
+        "teacher_sha256": s.teacher_sha256,
     }
     return save_trainer_checkpoint(out, s.step, model, state, config.keep_checkpoints)
 
@@ -210,6 +222,13 @@ def restore(out: Path, model: TinyAgent, s: LoopState, config: PGConfig, allow_c
         if "corrupt" not in str(e) and "non-finite" not in str(e):
             raise
         raise ArlError(f"{e}{back}") from None
+    was = st.get("teacher_sha256") or ""
+    if s.teacher_sha256 and was and was != s.teacher_sha256:
+        raise ArlError(
+            f"resume: the teacher {config.teacher} is not the one {ckpt} was trained towards "
+            f"(weights sha256 {was[:16]} then, {s.teacher_sha256[:16]} now); restore that "
+            "teacher, or start a new run"
+        )
     try:
         s.opt.load_state_dict(st["optimizer"])
         s.rng.setstate(_to_rng_state(st["python_rng"]))
