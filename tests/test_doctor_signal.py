@@ -47,6 +47,8 @@ def test_no_tool_calls_blames_the_turn_end_when_completions_run_to_the_limit(tmp
     assert order.index("no-tool-calls") < order.index("truncation")
     calm = fired(tmp_path / "b", tool_calls_per_episode=(0.0, 0.0), truncated_frac=(0.0, 0.29))
     assert "--tool-format" in calm["no-tool-calls"].causes[0]
+    past = fired(tmp_path / "c", tool_calls_per_episode=(0.0, 0.0), truncated_frac=(0.0, 0.31))
+    assert "--turn-end" in past["no-tool-calls"].causes[0]
 
 
 def test_zero_signal_3(tmp_path):
@@ -60,7 +62,10 @@ def test_zero_signal_3(tmp_path):
     no_norm = {"grad_norm": None, **equal}
     assert "zero-signal" in fired(tmp_path / "d", loss=(0.01, -0.9e-6), **no_norm)
     assert "zero-signal" not in fired(tmp_path / "e", loss=(0.01, -1.1e-6), **no_norm)
-    # TRL's reward std within groups, read before the degenerate share
+    # some groups all pass, the others all fail: a reward std above 0, no signal in any group
+    mixed = fired(tmp_path / "i", reward_std=(0.5, 0.5), grad_norm=(0, 0), **equal)
+    assert "zero-signal" in mixed
+    # a log with the reward's std only (no share of all-equal groups)
     std = {"degenerate_frac": None, "grad_norm": (0.0, 0.0)}
     assert "zero-signal" in fired(tmp_path / "f", reward_std=(0.2, 0.9e-6), **std)
     assert "zero-signal" not in fired(tmp_path / "g", reward_std=(0.2, 1.1e-6), **std)

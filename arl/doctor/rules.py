@@ -40,7 +40,7 @@ RULES = (
         "zero-signal",
         3,
         sig.zero_signal,
-        (("reward_std", "degenerate_frac"), ("grad_norm", "loss")),
+        (("degenerate_frac", "reward_std"), ("grad_norm", "loss")),
     ),
     Rule("entropy-collapse", 26, dyn.entropy_collapse, (("entropy",),), ("degenerate_frac",)),
     Rule(

@@ -16,9 +16,9 @@ NO_CALLS_MAX = 0.05
 # (epi.TRUNCATED_MAX) and fewer than half a call per episode is malformed (epi.MALFORMED_MAX):
 # the model ran on without writing anything call-shaped; otherwise the format leads
 CUT_SHARE, MALFORMED_SHARE = 0.3, 0.5
-# Problem 3 taken to its end: 99% of groups or more all-equal (or a reward std within 1e-6 of
-# 0: rewards identical in every group), with an update that did nothing (a gradient norm, else
-# a loss, within 1e-6 of 0 in the last quarter)
+# Problem 3 taken to its end: 99% of groups or more all-equal (else, that share not logged, a
+# reward std within 1e-6 of 0: every reward the same), with an update that did nothing (a
+# gradient norm, else a loss, within 1e-6 of 0 in the last quarter)
 ALL_EQUAL, STD_ZERO, UPDATE_ZERO = 0.99, 1e-6, 1e-6
 # Problem 29: the student's KL to its teacher fell by 30% or more while its pass rate moved by
 # less than 0.03 (REWARD_FLAT's "unchanged") and it still passes 0.03 less than its teacher
@@ -91,8 +91,10 @@ def no_tool_calls(run: Run) -> Finding | None:
 
 def zero_signal(run: Run) -> Finding | None:
     """Every group's rewards equal and an update of zero: the run cannot learn (3)."""
-    std = first_of(run, ("reward_std",))
-    equal_name = std or "degenerate_frac"
+    # the share of all-equal groups first: some groups all-pass and the others all-fail have
+    # a reward std above 0 and no signal in any group (TRL's reward_std is the batch's)
+    equal_name = first_of(run, ("degenerate_frac", "reward_std"))
+    std = equal_name == "reward_std"
     p = pts(run, equal_name)
     h, t = head_tail(p)
     if (t > STD_ZERO) if std else (t < ALL_EQUAL):
@@ -102,7 +104,7 @@ def zero_signal(run: Run) -> Finding | None:
     uh, ut = head_tail(u)
     if ut > UPDATE_ZERO:
         return None
-    what = f"the reward std within groups was {t:.2g}" if std else f"{t:.0%} of groups all-equal"
+    what = f"the reward's std was {t:.2g}" if std else f"{t:.0%} of groups all-equal"
     causes = [
         "every episode scores the same: the model cannot reach a reward (no tool calls, "
         "every call malformed, or every episode truncated and scored 0)",
