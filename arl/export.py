@@ -20,6 +20,9 @@ the task's index, `sample` the episode's index within the group):
                                 (scripted policies: 0 everywhere)
     reward, passed, public_pass, turns, accumulator
     data_source, prompt, ability, reward_model, extra_info   verl's RL prompt fields
+    tools          str or null  the tools as apply_chat_template's `tools=` JSON schemas, as a
+                                JSON string (TRL reads it so); null for arl's words, whose
+                                system prompt states the grammar
 
 `prompt` is the issue as the policy read it: one user message of TinyAgent's words, or a
 real model's chat (system prompt and issue). A real model's rows (`renderer` its chat,
@@ -34,7 +37,8 @@ TRL 1.16's SFTTrainer takes `input_ids` with an aligned mask: `assistant_masks` 
 "standard" form), the tokens before the first policy token and the rest of each episode,
 decoded as sampled (special tokens kept; a prefix the tokenizer adds itself, a BOS, left for
 TRL to add back). TRL re-tokenizes them (`exact_tokens`: into the sampled ids) and puts its
-loss on every completion token, observations included (arl's DPO: policy tokens only).
+loss on every completion token, observations included (arl's DPO: policy tokens only). Each
+pair carries `tools` as the trajectories do (a JSON string, null for arl's words).
 """
 
 from __future__ import annotations
@@ -237,6 +241,13 @@ def prompt_messages(issue: Observation, renderer: Any = None) -> list[dict[str, 
     return list(renderer.messages(issue.text))
 
 
+def tools_column(renderer: Any) -> str | None:
+    """The `tools` column: a native renderer's JSON-schema functions as a JSON string (TRL's
+    SFTTrainer and DPOTrainer json.loads a string there), None for arl's words."""
+    specs = getattr(renderer, "tool_specs", None)
+    return json.dumps(specs) if specs else None
+
+
 def trajectory_row(tr: Trajectory, group: int, sample: int, renderer: Any = None) -> dict[str, Any]:
     """One episode as a table row (see the module docstring for every column); `renderer`:
     the policy's, a real model's chat for its rollouts (None: TinyAgent's words)."""
@@ -269,6 +280,7 @@ def trajectory_row(tr: Trajectory, group: int, sample: int, renderer: Any = None
         "ability": environment.name,
         "reward_model": {"style": "rule", "ground_truth": task.name},
         "extra_info": {"split": task.split, "index": group, "task": task.name},
+        "tools": tools_column(renderer),
     }
 
 
@@ -314,6 +326,7 @@ def trajectory_features():
             "ability": V("string"),
             "reward_model": {"style": V("string"), "ground_truth": V("string")},
             "extra_info": {"split": V("string"), "index": V("int32"), "task": V("string")},
+            "tools": V("string"),
         }
     )
 
@@ -375,8 +388,12 @@ def pair_rows(
         other, bad, exact_bad = split_text(rejected, renderer)
         if other != prompt:
             raise ArlError(f"task {chosen.task}: its episodes start from different prompts")
-        task = environment_of_tasks([chosen.outcome]).get_task(chosen.task)
+        environment = environment_of_tasks([chosen.outcome])
+        task = environment.get_task(chosen.task)
         kc, kr = index[id(chosen)], index[id(rejected)]
+        chat = (
+            renderer.for_environment(environment) if hasattr(renderer, "for_environment") else None
+        )
         rows.append(
             {
                 "prompt": prompt,
@@ -391,6 +408,7 @@ def pair_rows(
                 "chosen_reward": float(chosen.reward),
                 "rejected_reward": float(rejected.reward),
                 "exact_tokens": exact_good and exact_bad,
+                "tools": tools_column(chat),
             }
         )
     return rows
@@ -406,5 +424,5 @@ def pair_features():
         {n: V("string") for n in text}
         | {n: V("int32") for n in ints}
         | {"chosen_reward": V("float64"), "rejected_reward": V("float64")}
-        | {"exact_tokens": V("bool")}
+        | {"exact_tokens": V("bool"), "tools": V("string")}
     )

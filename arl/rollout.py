@@ -14,7 +14,7 @@ environment comes from the tasks (`environment_of_tasks`): rollouts know only th
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -181,10 +181,12 @@ def rollout_batch(
     wrap_obs: bool = True,
     use_cache: bool = True,
     opening: Sequence[str] = (),
+    on_step: Callable[[int, int], None] | None = None,
 ) -> list[Trajectory]:
     """Roll out one episode per task, all in one batched decode. Same seed, same ids.
     `opening`: the words of a first call forced on every episode (not sampled, log-prob 0), a
-    probe of how a policy continues from a start it would not choose (Problem 29)."""
+    probe of how a policy continues from a start it would not choose (Problem 29).
+    `on_step(finished, B)`: called before each decoding step (a progress display)."""
     environment = environment_of_tasks(tasks)
     config = config_for(environment, env_config)
     renderer = renderer_of(model, vocab, environment)  # how the policy reads the environment
@@ -215,6 +217,8 @@ def rollout_batch(
         if not live:
             break
         report(f"{B - len(live)} of {B} episodes done, {sampled:,} tokens sampled")  # paced
+        if on_step is not None:
+            on_step(B - len(live), B)
         if by_turn and all(waiting[b] is not None for b in live):  # every call ended: append
             for b in live:
                 pending[b], waiting[b] = waiting[b], None

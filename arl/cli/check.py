@@ -22,9 +22,10 @@ def add_chat_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tool-format",
         choices=FORMATS,
-        default="words",
+        default=None,
         help="--model's calls: arl's words (default), or its family's native tool calls "
-        "(qwen: <tool_call> JSON; llama: Llama 3.1's JSON) with the tools as JSON schemas",
+        "(qwen: <tool_call> JSON; llama: Llama 3.1's JSON) with the tools as JSON schemas; "
+        "a model arl trained and saved speaks the format it was trained in unless told",
     )
     p.add_argument(
         "--turn-end",
@@ -35,17 +36,19 @@ def add_chat_flags(p: argparse.ArgumentParser) -> None:
 
 
 def chat_options(args: argparse.Namespace) -> dict:
-    """The chat flags' values, as arl.hf.policy.load_hf takes them (defaults where absent)."""
+    """The chat flags' values, as arl.hf.policy.load_hf takes them (None where not given:
+    the saved model's own, else words and the template's turn end)."""
     return {
-        "tool_format": getattr(args, "tool_format", "words"),
+        "tool_format": getattr(args, "tool_format", None),
         "turn_end": getattr(args, "turn_end", None),
     }
 
 
 def check_chat_flags(args: argparse.Namespace) -> None:
     """The chat flags go with --model: given without it, one line (TinyAgent speaks words)."""
-    if not getattr(args, "model", None) and chat_options(args) != chat_options(
-        argparse.Namespace()
+    chat = chat_options(args)
+    if not getattr(args, "model", None) and (
+        chat["tool_format"] not in (None, "words") or chat["turn_end"]
     ):
         raise ArlError("--tool-format and --turn-end go with --model (TinyAgent speaks words)")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from arl.cli.args import (
@@ -47,6 +49,34 @@ def resolve_policy(spec: str, seed: int = 0, env: str = "bugfix") -> TinyAgent |
 SPLIT_NOTE = " (the tasks training sees; --split heldout for those it never sees)"
 
 
+EVAL_EVERY_S = 15.0  # a real model's evaluation says where it is this often (stderr)
+
+
+@contextmanager
+def eval_progress(enabled: bool) -> Iterator[Callable[[str], None] | None]:
+    """A `progress` for run_policy that prints a line on stderr each EVAL_EVERY_S seconds while
+    a real model's episodes are sampled (`eval: 37/200 episodes finished (at 15 s)`); none in
+    the first EVAL_EVERY_S, so a quick refusal stays one line. None when not `enabled`
+    (TinyAgent's evaluations take seconds)."""
+    if not enabled:
+        yield None
+        return
+    import time
+
+    from arl.progress import Progress
+
+    bar, last = Progress("eval:"), time.monotonic()
+
+    def paced(text: str) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= EVAL_EVERY_S:
+            last = now
+            bar.event(text)
+
+    yield paced
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -80,15 +110,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"evaluating on the {args.split} split of {args.env}{note}: {len(tasks)} tasks x "
             f"{args.samples}"
         )
-    metrics, trajs = evaluate(
-        policy,
-        tasks,
-        samples=args.samples,
-        seed=args.seed,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        env_config=config,
-    )
+    with eval_progress(bool(args.model)) as progress:
+        metrics, trajs = evaluate(
+            policy,
+            tasks,
+            samples=args.samples,
+            seed=args.seed,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            env_config=config,
+            **({"progress": progress} if progress else {}),
+        )
     from arl.codefix.grade import record
 
     env = {"env": args.env} if args.env != "bugfix" else {}

@@ -175,14 +175,37 @@ for _source in ("trl", "verl"):
 TO_LOG["trl"]["tool_failure_frac"] = TO_LOG["trl"]["malformed_per_episode"]
 TO_LOG["trl"]["len_mean"] = "completions/mean_length (GRPOTrainer logs it by default)"
 TO_LOG["verl"]["len_mean"] = "response_length/mean (verl logs it by default)"
+TO_LOG["trl"]["tool_calls_per_episode"] = (
+    "tools= or environment_factory= (GRPOTrainer then logs tools/call_frequency)"
+)
+TO_LOG["verl"]["tool_calls_per_episode"] = (
+    "a multi-turn agent loop with tools (tool_call_counts/mean), or the loop's own count"
+)
+TO_LOG["trl"]["reward_std"] = "reward_std (GRPOTrainer logs it by default)"
+TO_LOG["verl"]["reward_std"] = TO_LOG["verl"]["degenerate_frac"]
 PG_RECIPES = ("pg", "distill", "unknown")
+# the KL to the reference: arl train pg computes it only with a KL term (PGConfig.kl)
+REF_KL = ("kl/ref_k3", "kl/ref_k1", "kl/ref_absq99")
 
 
-def arl_hint(recipe: str) -> str:
-    """What an arl run lacking a PG metric should do: `arl train pg` logs it each step."""
-    if recipe in PG_RECIPES:
-        return "arl train pg logs it each step (an older or hand-made log lacks it)"
-    return f"this {recipe} run samples no RL groups; arl train pg logs it each step"
+def arl_hint(recipe: str, name: str = "", config: dict | None = None) -> str:
+    """What an arl run lacking a PG metric should do: `arl train pg` logs it each step (the
+    KL to the reference only with a KL term, which the run's config may say is off)."""
+    if recipe not in PG_RECIPES:
+        return f"this {recipe} run samples no RL groups; arl train pg logs it each step"
+    if name in REF_KL:
+        kl = (config or {}).get("kl")
+        if kl == "off":
+            return (
+                "this run's config has kl=off, so no KL to the reference was computed; "
+                "arl train pg logs it each step with a KL term (--set kl=k3 --set kl_beta=B)"
+            )
+        if kl is None:
+            return (
+                "arl train pg logs it each step with a KL term (--set kl=k3); its default, "
+                "kl=off, logs none"
+            )
+    return "arl train pg logs it each step (an older or hand-made log lacks it)"
 
 
 def map_name(source: str, name: str) -> str | None:
@@ -205,7 +228,7 @@ def specific(source: str, name: str) -> str | None:
     return hints.get(name) or hints.get(name.split("/")[0] + "/")
 
 
-def to_log(source: str, name: str, recipe: str = "pg") -> str:
-    """What to log in `source` to get arl's `name`."""
-    generic = arl_hint(recipe) if source == "arl" else f"log {name} per step"
+def to_log(source: str, name: str, recipe: str = "pg", config: dict | None = None) -> str:
+    """What to log in `source` to get arl's `name` (for arl, as the run's config has it)."""
+    generic = arl_hint(recipe, name, config) if source == "arl" else f"log {name} per step"
     return specific(source, name) or generic

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import math
 import re
+from dataclasses import replace
 
 from arl.doctor.report_spec import Axis, Panel, standing
 from arl.doctor.types import Run
@@ -22,6 +23,13 @@ XLABEL = {"rft": ("round", "round (sample → filter → fine-tune)")}  # recipe
 DEFAULT_XLABEL = ("step", "optimizer step")
 MARKERS_UP_TO = 60  # points per series drawn with markers (sparse evaluations stay visible)
 LOG_DECADES = 6  # a log axis shows at most this many decades below its largest value
+# a linear axis is at least this tall relative to its series' level (largest |value|): a
+# change smaller than that (entropy moving by 6e-6) is drawn as the flat line it is, inside a
+# band, not stretched over the whole axis as a steep fall
+FLAT_BAND = 0.1
+# series on one linear axis whose levels differ by more than this factor get axes of their
+# own: one 30 times smaller than another spans under 3% of the axis's height, a flat line
+SCALE_RATIO = 30.0
 
 
 def x_label(run: Run) -> str:
@@ -120,12 +128,61 @@ def _scale(ax, axis: Axis, values: list[float]) -> str:
             else ""
         )
     ax.yaxis.set_major_formatter(tick_formatter())
+    limits = y_range(axis, values)
+    if limits is not None:
+        ax.set_ylim(*limits)
+    return ""
+
+
+def y_range(axis: Axis, values: list[float]) -> tuple[float, float] | None:
+    """A linear axis's y limits (None: matplotlib's own, the values' range with margins).
+
+    A fraction spans at least 0-1; a constant is drawn from 0; a series that changes by less
+    than FLAT_BAND of its level is drawn inside a band FLAT_BAND of its level tall, centred
+    on it, so that it looks as flat as it is."""
+    if not values:
+        return None
     lo, hi = min(values), max(values)
     if axis.unit_range:
-        ax.set_ylim(min(0.0, lo) - 0.03, max(1.0, hi) + 0.03)
-    elif lo == hi:  # a constant: from 0, so the value reads against a scale
-        ax.set_ylim(*sorted((0.0, 1.25 * lo)) if lo else (-0.05, 1.0))
-    return ""
+        return min(0.0, lo) - 0.03, max(1.0, hi) + 0.03
+    if lo == hi:  # a constant: from 0, so the value reads against a scale
+        return tuple(sorted((0.0, 1.25 * lo))) if lo else (-0.05, 1.0)
+    band = FLAT_BAND * max(abs(lo), abs(hi))
+    if hi - lo >= band:
+        return None
+    mid = (lo + hi) / 2
+    return mid - band / 2, mid + band / 2
+
+
+def level(points: Points) -> float:
+    """A series' scale: its largest |value| (0 for none, or all zero)."""
+    return max((abs(v) for _, v in finite(points)), default=0.0)
+
+
+def split_scales(axis: Axis, series: dict[str, Points]) -> tuple[Axis, ...]:
+    """The axis, or one axis per scale when its series' levels differ by more than
+    SCALE_RATIO (a 2-6 series beside a 3,400 one): each keeps the unit, and the axes and
+    their series keep the order the axis lists them in. Log and fraction axes are never
+    split (decades and 0-1 fit all)."""
+    if axis.log or axis.unit_range:
+        return (axis,)
+    drawn = [(m, label) for m, label in axis.series if series.get(m)]
+    levels = {m: level(series[m]) for m, _ in drawn}
+    groups: list[list[str]] = []  # metrics, by rising level
+    for m in sorted((m for m, _ in drawn), key=lambda m: levels[m]):
+        floor = next((levels[g] for g in groups[-1] if levels[g] > 0), 0.0) if groups else 0.0
+        if groups and (floor == 0.0 or levels[m] <= SCALE_RATIO * floor):
+            groups[-1].append(m)
+        else:
+            groups.append([m])
+    if len(groups) <= 1:
+        return (axis,)
+    order = [m for m, _ in drawn]
+    groups.sort(key=lambda group: min(order.index(m) for m in group))  # as the axis lists them
+    return tuple(
+        replace(axis, series=tuple((m, label) for m, label in drawn if m in group))
+        for group in groups
+    )
 
 
 def non_finite_steps(axis: Axis, series: dict[str, Points]) -> list[int]:
@@ -170,7 +227,9 @@ def draw(axes: tuple[Axis, ...], series: dict[str, Points], xlabel: str, prefix:
     import matplotlib
     from matplotlib.figure import Figure
 
-    shown = [a for a in axes if any(series.get(m) for m, _ in a.series)]
+    shown = [
+        b for a in axes if any(series.get(m) for m, _ in a.series) for b in split_scales(a, series)
+    ]
     with matplotlib.rc_context(RC):  # fonts are fixed when the artists are made
         fig = Figure(figsize=(WIDTH, HEIGHT * len(shown)), layout="constrained")
         plots = fig.subplots(len(shown), 1, squeeze=False, sharex=True)[:, 0]

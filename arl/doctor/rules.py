@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from arl.doctor import rules_dynamics as dyn
 from arl.doctor import rules_episodes as epi
+from arl.doctor import rules_signal as sig
 from arl.doctor.names import specific, to_log
 from arl.doctor.trend import MIN_POINTS, first_of, needed, pts
 from arl.doctor.types import Finding, Gap, Run
@@ -23,9 +24,24 @@ class Rule:
     fn: Callable[[Run], Finding | None]
     needs: tuple[tuple[str, ...], ...] = ()  # every group needs one of its names logged
     sharper: tuple[str, ...] = ()  # logged, they make the rule direct rather than inferred
+    recipes: tuple[str, ...] = ()  # the recipes it is about (none: every run)
 
 
+# The order is the report's: a run that cannot learn at all (no call parsed, no signal and no
+# update) is named before what follows from it (truncation, groups without signal)
 RULES = (
+    Rule(
+        "no-tool-calls",
+        13,
+        sig.no_tool_calls,
+        (("tool_calls_per_episode", "malformed_per_episode"),),
+    ),
+    Rule(
+        "zero-signal",
+        3,
+        sig.zero_signal,
+        (("degenerate_frac", "reward_std"), ("grad_norm", "loss")),
+    ),
     Rule("entropy-collapse", 26, dyn.entropy_collapse, (("entropy",),), ("degenerate_frac",)),
     Rule(
         "entropy-wrong-positions",
@@ -73,13 +89,34 @@ RULES = (
         (("malformed_per_episode", "tool_failure_frac"),),
     ),
     Rule("family-speed", 11, epi.family_speed, (("pass/", "canary_pass"),)),
+    Rule(
+        "distill-kl-without-pass",
+        29,
+        sig.distill_kl_without_pass,
+        (("teacher_kl",), ("pass_rate", "eval/heldout_pass", "reward")),
+        recipes=("distill",),
+    ),
     Rule("non-finite", 20, dyn.non_finite),
 )
 
 
+def applies(run: Run, rule: Rule) -> bool:
+    """The rule is about this run: any recipe, the run's recipe, or its first metric logged
+    (a distillation's teacher_kl in a log whose recipe is unknown)."""
+    if not rule.recipes or run.recipe in rule.recipes:
+        return True
+    return any(n in run.series for n in rule.needs[0]) if rule.needs else False
+
+
+def applicable(run: Run) -> tuple[Rule, ...]:
+    """The rules about this run (a distillation rule is not about a PG run)."""
+    return tuple(r for r in RULES if applies(run, r))
+
+
 def runnable(run: Run, rule: Rule) -> bool:
-    """Every group of the rule's needs has a name the run logs with enough points."""
-    return all(first_of(run, group) for group in rule.needs)
+    """The rule is about the run, and every group of its needs has a name the run logs with
+    enough points."""
+    return applies(run, rule) and all(first_of(run, group) for group in rule.needs)
 
 
 def diagnose(run: Run) -> list[Finding]:
@@ -96,17 +133,18 @@ MIN_RULES_RUN = 0.5
 
 def healthy(run: Run) -> Finding:
     """Problem 0: no rule fired, with what was and was not checked ("unjudged" when fewer
-    than half the rules could run)."""
-    ran = [r.name for r in RULES if runnable(run, r)]
+    than half the rules about this run could run)."""
+    about = applicable(run)
+    ran = [r.name for r in about if runnable(run, r)]
     gaps = [g.rule for g in unchecked(run) if not g.partial]
     steps = {s for p in run.series.values() for s, _ in p}
-    verdict = "healthy" if len(ran) >= MIN_RULES_RUN * len(RULES) else "unjudged"
+    verdict = "healthy" if len(ran) >= MIN_RULES_RUN * len(about) else "unjudged"
     return Finding(
         verdict,
         0,
-        f"no rule fired on {len(steps)} logged steps, but {len(ran)} of {len(RULES)} rules ran "
+        f"no rule fired on {len(steps)} logged steps, but {len(ran)} of {len(about)} rules ran "
         if verdict == "unjudged"
-        else f"no rule fired on {len(steps)} logged steps: {len(ran)} of {len(RULES)} rules ran "
+        else f"no rule fired on {len(steps)} logged steps: {len(ran)} of {len(about)} rules ran "
         f"({', '.join(ran)})" + (f"; could not check {', '.join(gaps)}" if gaps else ""),
         (),
         "keep the standing panels: reward beside held-out, entropy, degenerate groups, the KL "
@@ -119,7 +157,7 @@ def _hint(run: Run, names: tuple[str, ...]) -> str:
     """What to log for any of `names`: the table's specific hints, else the generic one."""
     hints = [specific(run.source, n) for n in names]
     found = [h for h in dict.fromkeys(hints) if h]
-    return "; or ".join(found) if found else to_log(run.source, names[0], run.recipe)
+    return "; or ".join(found) if found else to_log(run.source, names[0], run.recipe, run.config)
 
 
 def _missing(run: Run, group: tuple[str, ...]) -> Gap | None:
@@ -137,7 +175,7 @@ def unchecked(run: Run) -> list[Gap]:
     """The rules this log cannot run (what is missing, what to log), and those it runs only
     by inference (a sharper metric absent)."""
     out = []
-    for r in RULES:
+    for r in applicable(run):
         gaps = [g for group in r.needs if (g := _missing(run, group)) is not None]
         if gaps:
             missing = tuple(dict.fromkeys(n for g in gaps for n in g.missing))
@@ -151,4 +189,4 @@ def unchecked(run: Run) -> list[Gap]:
     return out
 
 
-__all__ = ["MIN_POINTS", "RULES", "Rule", "diagnose", "healthy", "unchecked"]
+__all__ = ["MIN_POINTS", "RULES", "Rule", "applicable", "diagnose", "healthy", "unchecked"]

@@ -8,7 +8,7 @@ Episodes whose grading failed for infrastructure reasons are left out of every r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -125,9 +125,12 @@ def run_policy(
     batch_size: int = 128,
     wrap_obs: bool = True,
     opening: Sequence[str] = (),
+    progress: Callable[[str], None] | None = None,
 ) -> list[Trajectory]:
     """`samples` episodes per task, task-major order (task 0 sample 0, task 0 sample 1, ...);
-    `opening`: a first call forced on each model episode (rollout_batch)."""
+    `opening`: a first call forced on each model episode (rollout_batch); `progress(text)`:
+    told where the sampling is, at every decoding step of a model (`arl eval --model` paces
+    it into a line every few seconds)."""
     jobs = [t for t in tasks for _ in range(samples)]
     if isinstance(policy, str):
         return [
@@ -137,7 +140,11 @@ def run_policy(
             for k, t in enumerate(jobs)
         ]
     out: list[Trajectory] = []
-    for i in range(0, len(jobs), batch_size):
+    n = len(jobs)
+    for i in range(0, n, batch_size):
+        said = None
+        if progress is not None:
+            said = lambda done, _b, i=i: progress(f"{i + done}/{n} episodes finished")  # noqa: E731
         out += rollout_batch(
             policy,
             jobs[i : i + batch_size],
@@ -147,6 +154,7 @@ def run_policy(
             top_p=top_p,
             wrap_obs=wrap_obs,
             opening=opening,
+            on_step=said,
         )
     return out
 

@@ -27,6 +27,9 @@ from arl.hf.chat import ChatRenderer
 from arl.hf.toolcalls import check_format
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# beside a saved model's weights: the call format and the turn end it was trained with, read
+# back by load_hf where the caller names neither (a model trained on qwen calls speaks qwen)
+CHAT_FILE = "arl_chat.json"
 
 
 def require_transformers():
@@ -134,15 +137,35 @@ class HFPolicy(nn.Module):
         return out.logits[torch.arange(B, device=ids.device), col].float()  # (B, V)
 
     def save(self, path: str | Path) -> Path:
-        """A `from_pretrained` directory: the model and its tokenizer, every file with the
-        umask's mode (as any file arl writes)."""
-        from arl.runio import give_umask_modes
+        """A `from_pretrained` directory: the model and its tokenizer, and CHAT_FILE with the
+        call format and the turn end (load_hf reads them back), every file with the umask's
+        mode (as any file arl writes)."""
+        from arl.runio import atomic_write_json, give_umask_modes
 
         path = Path(path)
         self.model.save_pretrained(path)
         self.renderer.tokenizer.save_pretrained(path)
+        chat = {"tool_format": self.renderer.tool_format, "turn_end": self.renderer.end_token}
+        atomic_write_json(path / CHAT_FILE, chat)
         give_umask_modes(path)
         return path
+
+
+def saved_chat(path_or_id: str) -> dict:
+    """The chat settings a saved model folder holds (CHAT_FILE), {} for a hub id or a folder
+    arl did not save; a damaged file is one line."""
+    from arl.runio import read_json
+
+    path = Path(path_or_id) / CHAT_FILE
+    if not path.is_file():
+        return {}
+    saved = read_json(path)
+    ok = isinstance(saved, dict) and all(
+        isinstance(saved.get(k), str | None) for k in ("tool_format", "turn_end")
+    )
+    if not ok:
+        raise ArlError(f"{path}: expected {{'tool_format': str, 'turn_end': str}}")
+    return {k: saved[k] for k in ("tool_format", "turn_end") if saved.get(k)}
 
 
 def load_hf(
@@ -151,16 +174,21 @@ def load_hf(
     dtype: str = "float32",
     block_size: int | None = None,
     turn_end: str | None = None,
-    tool_format: str = "words",
+    tool_format: str | None = None,
 ) -> HFPolicy:
     """`AutoModelForCausalLM` and `AutoTokenizer` from a directory or a hub id, as a policy
     whose calls are in `tool_format` (arl's words, or "qwen" / "llama" native tool calls) and
-    end with `turn_end` (default: the token the chat template closes a turn with, else eos)."""
+    end with `turn_end` (default: the token the chat template closes a turn with, else eos).
+    Either left None is read from the folder's CHAT_FILE when arl saved it (else words, and
+    the template's turn end)."""
     tf = require_transformers()
     quiet(tf)
     if dtype not in DTYPES:
         raise ArlError(f"dtype: must be one of {', '.join(DTYPES)}, got {dtype!r}")
     check_device(device)
+    saved = saved_chat(path_or_id)
+    tool_format = tool_format or saved.get("tool_format", "words")
+    turn_end = turn_end or saved.get("turn_end")
     check_format(tool_format)  # before anything is loaded
     try:
         tok = tf.AutoTokenizer.from_pretrained(path_or_id)

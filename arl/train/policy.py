@@ -87,7 +87,7 @@ def load_any(
         from arl.hf.policy import load_hf
 
         return load_hf(model, device=device, dtype=dtype, **chat)
-    if chat.get("tool_format", "words") != "words" or chat.get("turn_end"):
+    if chat.get("tool_format") not in (None, "words") or chat.get("turn_end"):
         raise ArlError("--tool-format and --turn-end go with --model (TinyAgent speaks words)")
     if dtype != "float32":
         raise ArlError(f"--dtype {dtype}: TinyAgent trains in float32 (use --model for bf16)")
