@@ -14,6 +14,7 @@ environment comes from the tasks (`environment_of_tasks`): rollouts know only th
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -54,6 +55,9 @@ class WordRenderer:
     def call_text(self, ids: Sequence[int]) -> str:
         """A call as text, without its end token: 'edit minmax'."""
         return " ".join(w for w in self.vocab.decode(ids) if w != END)
+
+
+REPORT_AFTER_S = 5.0  # a batch decoding longer than this reports its progress
 
 
 def vocab_of(environment: Environment | str = "bugfix") -> Vocab:
@@ -212,11 +216,14 @@ def rollout_batch(
     by_turn = bool(getattr(model, "pads_cache", False))
     waiting: list[list[int] | None] = [None] * B  # a row's observation, held for the turn
     sampled = 0  # tokens sampled so far (the progress report's)
+    start = time.monotonic()
     while True:
         live = [b for b in range(B) if eps[b].outcome is None]
         if not live:
             break
-        report(f"{B - len(live)} of {B} episodes done, {sampled:,} tokens sampled")  # paced
+        if time.monotonic() - start >= REPORT_AFTER_S:  # a long batch says where it is (paced),
+            # a short one leaves the pace to its caller's lines (a trainer's steps)
+            report(f"{B - len(live)} of {B} episodes done, {sampled:,} tokens sampled")
         if on_step is not None:
             on_step(B - len(live), B)
         if by_turn and all(waiting[b] is not None for b in live):  # every call ended: append

@@ -589,6 +589,7 @@ def test_the_final_evaluation_of_a_recipe_says_where_it_is(capsys, tmp_path, mon
     from arl.cli import recipes
 
     monkeypatch.setattr(recipes, "EVAL_EVERY_S", 0.0)
+    monkeypatch.setattr("arl.rollout.REPORT_AFTER_S", 0.0)  # every batch reports, however short
     argv = ["train", "sft", "--init", "untrained", "--steps", "0", "--eval-samples", "1"]
     code = main([*argv, "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
