@@ -10,7 +10,7 @@ import pytest
 
 from arl.cli.main import main
 from arl.errors import ArlError
-from arl.experiments import locks, problems
+from arl.experiments import locks, problems, rulebook
 from arl.experiments.problems.common import (
     NOT_JUDGED,
     NOT_SHOWN,
@@ -34,17 +34,17 @@ def test_every_experiment_is_locked_as_its_code_says():
     """The committed locks are the code's rules: a rule edited without `arl lock ... --reason`
     fails here (and every judged run refuses it)."""
     table = locks.load()
-    assert set(table) == set(locks.names())
-    for name in locks.names():
-        assert locks.status(name, table) == ("locked", []), name
+    assert set(table) == set(rulebook.names())
+    for name in rulebook.names():
+        assert rulebook.status(name, table) == ("locked", []), name
         entry = table[name]
         assert entry["fingerprint"] == locks.fingerprint(entry["record"])
         assert entry["reason"]
 
 
 def test_every_claim_names_its_source_and_no_judged_seed_tuned_a_setting():
-    for name in locks.names():
-        rec = locks.record(name)
+    for name in rulebook.names():
+        rec = rulebook.record(name)
         if name == "ch15":
             assert {r["source"] for r in rec["rows"].values()} <= {"book", "lab"}
             assert all(r["passage"] for r in rec["rows"].values())
@@ -67,24 +67,25 @@ def test_a_changed_threshold_is_refused_until_relocked_and_the_relock_is_recorde
         problems, "get", lambda n, kind="problem": changed if n == 6 else real(n, kind)
     )
     with pytest.raises(ArlError, match=r"problem 6: its rule differs .*threshold: 0\.0 -> 0\.05"):
-        locks.require("problem 6")
+        rulebook.require("problem 6")
     with pytest.raises(ArlError, match="relocked with `arl lock problem 6 --reason TEXT`"):
         problems.run(6, [0], quick=True)  # refused before any seed runs
     with pytest.raises(ArlError, match="--reason"):
-        locks.relock(["problem 6"], "  ")
-    assert locks.relock(["problem 6"], "a test", today="2030-01-01") == [
+        rulebook.relock(["problem 6"], "  ")
+    assert rulebook.relock(["problem 6"], "a test", today="2030-01-01") == [
         (
             "problem 6",
-            f"relocked {before['fingerprint']} -> {locks.fingerprint(locks.record('problem 6'))}",
+            f"relocked {before['fingerprint']} -> "
+            f"{locks.fingerprint(rulebook.record('problem 6'))}",
         )
     ]
     after = json.loads(lockfile.read_text())["problem 6"]
     assert after["reason"] == "a test" and after["locked"] == "2030-01-01"
     assert after["history"][-1] == {k: before[k] for k in ("fingerprint", "locked", "reason")}
     assert after["record"]["claims"][0]["threshold"] == 0.05
-    assert locks.require("problem 6")["relocks"] == len(before.get("history", [])) + 1
+    assert rulebook.require("problem 6")["relocks"] == len(before.get("history", [])) + 1
     # the same rule again: nothing changes
-    assert locks.relock(["problem 6"], "again")[0][1].startswith("unchanged")
+    assert rulebook.relock(["problem 6"], "again")[0][1].startswith("unchanged")
 
 
 def test_a_cause_is_not_part_of_the_rule(lockfile, monkeypatch):
@@ -94,7 +95,7 @@ def test_a_cause_is_not_part_of_the_rule(lockfile, monkeypatch):
     monkeypatch.setattr(
         problems, "get", lambda n, kind="problem": changed if n == 6 else real(n, kind)
     )
-    assert locks.status("problem 6") == ("locked", [])
+    assert rulebook.status("problem 6") == ("locked", [])
 
 
 def test_an_unlocked_experiment_and_a_corrupt_lock_file_are_one_line(lockfile):
@@ -102,10 +103,10 @@ def test_an_unlocked_experiment_and_a_corrupt_lock_file_are_one_line(lockfile):
     del table["problem 7"]
     lockfile.write_text(json.dumps(table))
     with pytest.raises(ArlError, match="problem 7: its rule is not locked"):
-        locks.require("problem 7")
+        rulebook.require("problem 7")
     lockfile.write_text("{not json")
     with pytest.raises(ArlError, match="unreadable lock file"):
-        locks.require("problem 7")
+        rulebook.require("problem 7")
 
 
 def test_cli_lock_reports_and_relocks(lockfile, capsys):

@@ -9,7 +9,7 @@ import torch
 
 from arl.cli.main import main
 from arl.errors import ArlError
-from arl.experiments import problems
+from arl.experiments import problems, rulebook
 from arl.experiments.problems.common import Claim, judge, verdict_line
 from tests import reproduced
 from tests.reproduced import reproduce_all
@@ -105,10 +105,9 @@ def test_seeds_resume_after_a_failure_and_run_the_same_on_ray(tmp_path, monkeypa
         problems.run(1, [0, 1], quick=False, out=tmp_path / "a")
     # a changed rule is refused until relocked; relocked (threshold), it judges the saved seeds
     # again; a changed effect is another measurement, refused
-    from arl.experiments import locks
 
     monkeypatch.setenv("ARL_LOCKS", str(tmp_path / "locks.json"))
-    locks.relock(["problem 1"], "the test's own lock file")
+    rulebook.relock(["problem 1"], "the test's own lock file")
     real_get = problems.get
 
     def with_claim(**change):
@@ -119,7 +118,7 @@ def test_seeds_resume_after_a_failure_and_run_the_same_on_ray(tmp_path, monkeypa
     with_claim(threshold=1e9, cause="c")
     with pytest.raises(ArlError, match="differs from the one locked"):
         problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
-    locks.relock(["problem 1"], "a test raises the threshold")
+    rulebook.relock(["problem 1"], "a test raises the threshold")
     again = problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
     # the same measurement, judged again by the relocked rule: a bar of 1e9 is not cleared
     effect = lambda r: {k: v for k, v in r["claims"][0]["effect"].items() if k != "k"}  # noqa: E731
@@ -128,7 +127,7 @@ def test_seeds_resume_after_a_failure_and_run_the_same_on_ray(tmp_path, monkeypa
     assert again["claims"][0]["status"] != "shown" and not again["shown"]
     assert again["claims"][0]["claim"]["threshold"] == 1e9 and again["rule"]["relocks"] == 1
     with_claim(effect="another quantity")
-    locks.relock(["problem 1"], "a test changes the effect")
+    rulebook.relock(["problem 1"], "a test changes the effect")
     with pytest.raises(ArlError, match="another run"):
         problems.run(1, [0, 1], quick=True, out=tmp_path / "a")
     monkeypatch.setattr(problems, "get", real_get)

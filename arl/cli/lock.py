@@ -14,9 +14,9 @@ from arl.errors import ArlError
 
 def _names(tokens: list[str]) -> list[str]:
     """Experiment names from KIND [N|all] tokens: ch15, problem N, exercise N, all."""
-    from arl.experiments import locks
+    from arl.experiments import rulebook
 
-    every = locks.names()
+    every = rulebook.names()
     if not tokens:
         return every
     if tokens == ["all"]:
@@ -36,20 +36,20 @@ def _names(tokens: list[str]) -> list[str]:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    from arl.experiments import locks
+    from arl.experiments import locks, rulebook
 
     names = _names(args.experiment)
     if args.reason is None:
         table = locks.load()
         for name in names:
-            state, diffs = locks.status(name, table)
+            state, diffs = rulebook.status(name, table)
             when = (
                 f" {table[name]['fingerprint']} on {table[name]['locked']}" if name in table else ""
             )
             extra = f": {'; '.join(diffs)}" if diffs else ""
             print(f"{name}: {state}{when}{extra}")
         return 0
-    for name, what in locks.relock(names, args.reason):
+    for name, what in rulebook.relock(names, args.reason):
         print(f"{name}: {what}")
     print(f"wrote {locks.lock_path()}")
     return 0

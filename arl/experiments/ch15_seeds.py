@@ -16,14 +16,48 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from arl.errors import ArlError
-from arl.experiments import ch15_plan, locks
+from arl.experiments import ch15_book, ch15_plan, ch15_rules, locks
 from arl.experiments.ch15 import Ch15Config, run_seed, save_models
 from arl.experiments.ch15_book import JUDGED_SEEDS
 from arl.experiments.ch15_figures import draw_figures
-from arl.experiments.ch15_summary import aggregate, cost_table, markdown
+from arl.experiments.ch15_summary import REPRODUCED_SHARE, aggregate, cost_table, markdown
 from arl.experiments.ch15_table import rows
 from arl.parallel import Folder, Placements, Where, run_many
 from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, plain
+
+CH15_RULES = ("ch15_rules", "ch15_table", "ch15_table_design")  # the modules its rules are
+
+
+def rule_record() -> dict:
+    """Chapter 15's rule, as a lock fingerprints it: every row's claim and source, the
+    thresholds, the rules' code (its rows are rules written as code), the settings and seeds."""
+    thresholds = {
+        k: v
+        for k, v in vars(ch15_rules).items()
+        if k.isupper() and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+    return plain(
+        {
+            "experiment": "ch15",
+            "rows": {
+                key: {
+                    "quantity": c.quantity,
+                    "book": c.book,
+                    "source": ch15_book.SOURCES[key][0],
+                    "passage": ch15_book.SOURCES[key][1],
+                }
+                for key, c in ch15_book.CLAIMS.items()
+            },
+            "thresholds": thresholds,
+            "rules_code_sha256": locks.code_sha256([f"arl.experiments.{m}" for m in CH15_RULES]),
+            "settings": asdict(Ch15Config()),
+            "tuned": ch15_book.TUNED,
+            "seeds": ch15_book.JUDGED_SEEDS,
+            "reproduced": f"a row's rule holds on at least {REPRODUCED_SHARE:.0%} of the seeds",
+            "interval": "per seed: differences of pass rates by t(0.975, min(n1, n2) - 1) "
+            "standard errors of the evaluations behind them",
+        }
+    )
 
 
 def _settings(cfg: Ch15Config, quick: bool) -> dict:
@@ -86,7 +120,7 @@ def run_seeds(
     address), resuming finished seeds from results.partial.json; write results.json, table.md
     and the figures; return the payload. Same seeds, same results wherever they ran. `header`
     is logged once the run's checks passed and its folder is claimed (a refusal comes alone)."""
-    locks.require("ch15")  # the rules as locked, before any seed runs
+    locks.require("ch15", rule_record())  # the rules as locked, before any seed runs
     if ray not in (None, "local"):
         from arl.parallel import check_ray_address
 
@@ -143,7 +177,7 @@ def write_outputs(out: Path, payload: dict) -> dict:
     """The table (today's rules, as locked, over the runs), table.md, figures and
     results.json (with the lock's fingerprint and whether the seeds are the locked ones)."""
     runs = payload["runs"]
-    lock = locks.require("ch15")
+    lock = locks.require("ch15", rule_record())
     judged = list(JUDGED_SEEDS)
     rule = {**lock, "seeds": judged, "on_locked_seeds": set(payload["seeds"]) <= set(judged)}
     table = aggregate([rows(R) for R in runs])

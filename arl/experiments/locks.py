@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from arl.errors import ArlError
-from arl.runio import atomic_write_text, plain
+from arl.runio import atomic_write_text
 
 # the interval every verdict over seeds uses (arl.eval.stats.seed_effect)
 INTERVAL = {
@@ -32,21 +32,11 @@ INTERVAL = {
     "bound": "one-sided Student t, df = seeds - 1",
     "level": 0.975,
 }
-CH15_RULES = ("ch15_rules", "ch15_table", "ch15_table_design")  # the modules its rules are
 
 
 def lock_path() -> Path:
     """The lock file: $ARL_LOCKS, else locks.json in the package (the repository's)."""
     return Path(os.environ.get("ARL_LOCKS") or Path(__file__).with_name("locks.json"))
-
-
-def names() -> list[str]:
-    """Every experiment with a rule: ch15, then the problems and the exercises."""
-    from arl.experiments.problems import registry
-
-    return ["ch15"] + [
-        f"{kind} {n}" for kind in ("problem", "exercise") for n in registry(kind).entries
-    ]
 
 
 def _strip(tree: ast.AST) -> ast.AST:
@@ -75,70 +65,6 @@ def code_sha256(modules: list[str]) -> str:
 
     parts = [ast.dump(_strip(ast.parse(inspect.getsource(import_module(m))))) for m in modules]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
-def record(name: str) -> dict:
-    """The rule record of one experiment ("ch15", "problem N", "exercise N"), as JSON data."""
-    if name == "ch15":
-        return ch15_record()
-    kind, _, number = name.partition(" ")
-    from arl.experiments.problems import KINDS, get
-
-    if kind not in KINDS or not number.isdigit():
-        raise ArlError(f"unknown experiment {name!r} (ch15, problem N or exercise N)")
-    p = get(int(number), kind)
-    return plain(
-        {
-            "experiment": name,
-            "claims": [{"key": key, **c.rule()} for key, c in p.claims],
-            "settings": p.settings,
-            "code_sha256": code_sha256([p.measure.__module__]),
-            "tuned": [
-                {"setting": t.setting, "value": t.value, "seeds": t.seeds, "how": t.how}
-                for t in p.tuned
-            ],
-            "seeds": p.seeds,
-            "interval": INTERVAL,
-        }
-    )
-
-
-def ch15_record() -> dict:
-    """Chapter 15's rule: every row's claim and source, the thresholds, the rules' code (its
-    rows are rules written as code, so the code is fingerprinted), the settings and seeds."""
-    from dataclasses import asdict
-
-    from arl.experiments import ch15_book, ch15_rules
-    from arl.experiments.ch15_config import Ch15Config
-    from arl.experiments.ch15_summary import REPRODUCED_SHARE
-
-    thresholds = {
-        k: v
-        for k, v in vars(ch15_rules).items()
-        if k.isupper() and isinstance(v, (int, float)) and not isinstance(v, bool)
-    }
-    return plain(
-        {
-            "experiment": "ch15",
-            "rows": {
-                key: {
-                    "quantity": c.quantity,
-                    "book": c.book,
-                    "source": ch15_book.SOURCES[key][0],
-                    "passage": ch15_book.SOURCES[key][1],
-                }
-                for key, c in ch15_book.CLAIMS.items()
-            },
-            "thresholds": thresholds,
-            "rules_code_sha256": code_sha256([f"arl.experiments.{m}" for m in CH15_RULES]),
-            "settings": asdict(Ch15Config()),
-            "tuned": ch15_book.TUNED,
-            "seeds": ch15_book.JUDGED_SEEDS,
-            "reproduced": f"a row's rule holds on at least {REPRODUCED_SHARE:.0%} of the seeds",
-            "interval": "per seed: differences of pass rates by t(0.975, min(n1, n2) - 1) "
-            "standard errors of the evaluations behind them",
-        }
-    )
 
 
 def fingerprint(rec: dict) -> str:
@@ -186,22 +112,23 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
     return [f"{where.lstrip('.')}: {short(old)} -> {short(new)}"]
 
 
-def status(name: str, locks: dict | None = None) -> tuple[str, list[str]]:
-    """("locked", []), ("changed", differences) or ("unlocked", []) for one experiment."""
+def status(name: str, rec: dict, locks: dict | None = None) -> tuple[str, list[str]]:
+    """("locked", []), ("changed", differences) or ("unlocked", []) for one experiment whose
+    rule record today is `rec`."""
     locks = load() if locks is None else locks
     if name not in locks:
         return "unlocked", []
-    rec = record(name)
     if fingerprint(rec) == locks[name]["fingerprint"]:
         return "locked", []
     return "changed", differences(locks[name]["record"], rec)
 
 
-def require(name: str) -> dict:
-    """The lock of an experiment whose rule is as locked: {fingerprint, locked, reason,
-    relocks}; otherwise one ArlError line saying what changed and how to relock."""
+def require(name: str, rec: dict) -> dict:
+    """The lock of an experiment whose rule record today (`rec`) is as locked: {fingerprint,
+    locked, reason, relocks}; otherwise one ArlError line saying what changed and how to
+    relock."""
     locks = load()
-    state, diffs = status(name, locks)
+    state, diffs = status(name, rec, locks)
     how = f"`arl lock {name} --reason TEXT`"
     if state == "unlocked":
         raise ArlError(f"{name}: its rule is not locked; lock it before judging with {how}")
@@ -220,15 +147,17 @@ def require(name: str) -> dict:
     }
 
 
-def relock(names_: list[str], reason: str, today: str | None = None) -> list[tuple[str, str]]:
-    """Lock (or relock) experiments with `reason`; an earlier lock goes to the history. Returns
-    (name, what happened) per experiment; an unchanged rule is left as it is."""
+def relock(
+    records: dict[str, dict], reason: str, today: str | None = None
+) -> list[tuple[str, str]]:
+    """Lock (or relock) experiments, {name: rule record}, with `reason`; an earlier lock goes to
+    the history. Returns (name, what happened) per experiment; an unchanged rule is left as
+    it is."""
     if not reason.strip():
         raise ArlError("--reason: say why the rule is locked or changed (not empty)")
     today = today or datetime.date.today().isoformat()
     locks, done = load(), []
-    for name in names_:
-        rec = record(name)
+    for name, rec in records.items():
         fp = fingerprint(rec)
         old = locks.get(name)
         if old is not None and old["fingerprint"] == fp:

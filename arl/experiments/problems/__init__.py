@@ -19,6 +19,7 @@ from typing import Any
 
 from arl.checks import check_seed
 from arl.errors import ArlError
+from arl.experiments import locks
 from arl.experiments.problems import (
     adopt_demo,
     contamination,
@@ -46,6 +47,7 @@ from arl.experiments.problems.common import (
     cause_of,
     judge,
     num,
+    rule_record,
     verdict_line,
 )
 from arl.parallel import Placements, Where, run_many
@@ -209,11 +211,9 @@ def run(
     are read back, not rerun (the verdicts, conclusion and figure are made again from them).
     Another run's folder is refused unless `overwrite`.
     """
-    from arl.experiments import locks
-
     reg = registry(kind)
     problem = _get(number, kind)
-    lock = locks.require(f"{kind} {number}")  # before anything runs
+    lock = locks.require(f"{kind} {number}", rule_record(f"{kind} {number}", problem))  # first
     seeds = list(problem.seeds) if seeds is None else list(seeds)
     for s in seeds:
         check_seed("--seed", s)

@@ -13,8 +13,10 @@ import numpy as np
 from arl.checks import check
 from arl.errors import ArlError
 from arl.eval.stats import seed_effect, seed_se
+from arl.experiments.locks import INTERVAL, code_sha256
 from arl.gym.tasks import tasks_for
 from arl.model import TinyAgent
+from arl.runio import plain
 from arl.train.bases import BaseConfig, cold_start, weak_base
 from arl.train.pg import train_pg
 from arl.train.pg_config import PGConfig
@@ -127,6 +129,26 @@ class Problem:
     def claims(self) -> tuple[tuple[str, Claim], ...]:
         """Every claim with its per-seed key, the main one first."""
         return ((MAIN, self.claim), *self.more)
+
+
+def rule_record(name: str, p: Problem) -> dict:
+    """The rule record a lock fingerprints ("problem N", "exercise N"): every claim's rule, the
+    settings, the code of the experiment's module, the tuning records, the judged seeds and the
+    interval, as JSON data."""
+    return plain(
+        {
+            "experiment": name,
+            "claims": [{"key": key, **c.rule()} for key, c in p.claims],
+            "settings": p.settings,
+            "code_sha256": code_sha256([p.measure.__module__]),
+            "tuned": [
+                {"setting": t.setting, "value": t.value, "seeds": t.seeds, "how": t.how}
+                for t in p.tuned
+            ],
+            "seeds": p.seeds,
+            "interval": INTERVAL,
+        }
+    )
 
 
 SHOWN, NOT_SHOWN, NOT_JUDGED = "shown", "not shown", "not judged: premise not shown"

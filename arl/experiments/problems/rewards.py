@@ -366,7 +366,11 @@ PROBLEM_13 = Problem(
         source="book",
         passage="A third option is to run the hidden tests on the final state at truncation and "
         "reward that state as if it had been submitted, which credits correct work",
-        cause="no truncated episode's final state passed, so both rules scored every episode 0",
+        cause="scoring truncation as 0 is learned around: on 7 of 8 seeds (10-17) that arm learns "
+        "to submit within the 3-call budget (truncated 0.92-1.00 -> 0.00-0.56 of episodes), and "
+        "its groups then carry signal again, while final-state scoring starts near its ceiling "
+        "(final state passes 0.69-0.88 and rises), so its groups go all-pass: the per-seed "
+        "difference in signal-free groups spreads over -0.32 to +0.48",
     ),
     arms_figure(
         [
