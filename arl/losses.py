@@ -40,8 +40,14 @@ def token_logprobs(
     assembled from them, 0 past each row's extent. The model is causal, so every real position
     gets the padded forward's value (up to float summation order); the loss is taken on the
     assembled tensor, so its normalizer stays global (Problem 2). budget None: one padded forward;
-    "auto": batch.default_budget of the batch's device.
+    "auto": batch.default_budget of the batch's device. A model on another device (an HF model
+    on CUDA) runs there, and the (B, T) results come back to the batch's device: only they
+    travel, never the (B, T, V) logits, and the recipes' own tensors stay where they are.
     """
+    home, there = batch.input_ids.device, next(model.parameters()).device
+    if there != home:
+        out = token_logprobs(model, batch.to(there), with_entropy, temperature, budget)
+        return tuple(x.to(home) for x in out) if with_entropy else out.to(home)
     if budget == "auto":
         budget = default_budget(batch.input_ids.device)
     if budget is None:

@@ -319,3 +319,26 @@ def test_eval_a_real_model_on_codefix_from_the_command_line(hf_dir, capsys):
     code = main(["eval", "--env", "codefix", "--model", str(hf_dir), "--samples", "1", "--json"])
     m = json.loads(capsys.readouterr().out)
     assert code == 0 and m["env"] == "codefix" and m["episodes"] == 28
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (run on a GPU machine)")
+def test_an_hf_model_on_cuda_gives_the_cpu_logprobs_and_trains_through_the_cli(hf_dir, tmp_path):
+    """On CUDA the forward runs on the GPU and only the (B, T) log-probs come back to the
+    batch's device; the recipes' CLI trains, checkpoints and evaluates there."""
+    from arl.cli.main import main
+
+    cpu, gpu = load_hf(str(hf_dir)), load_hf(str(hf_dir), device="cuda")
+    tasks = tasks_for("train")[:4]
+    trajs = [scripted_rollout("oracle", t, seed=1, renderer=cpu.renderer) for t in tasks]
+    batch = collate(trajs)
+    want, got = token_logprobs(cpu, batch), token_logprobs(gpu, batch)
+    real = batch.action_mask.bool()  # past a row's end the CPU's buckets give 0, CUDA's pads
+    assert got.device == batch.input_ids.device
+    assert torch.allclose(got[real], want[real], atol=1e-4), float((got - want)[real].abs().max())
+    sft = tmp_path / "sft"
+    argv = ["train", "sft", "--model", str(hf_dir), "--steps", "3", "--device", "cuda"]
+    assert main([*argv, "--out", str(sft)]) == 0
+    pg = ["train", "pg", "--model", str(sft / "final"), "--device", "cuda", "--set", "steps=1"]
+    assert main([*pg, "--set", f"out={tmp_path / 'pg'}"]) == 0
+    ev = ["eval", "--model", str(sft / "final"), "--device", "cuda", "--samples", "1"]
+    assert main([*ev, "--split", "heldout"]) == 0
