@@ -324,3 +324,28 @@ def test_grpo_logs_arl_rewards_for_sampled_completions(tiny, tmp_path):
     assert len(episodes) == 1 and len(episodes[0]) == 4
     for prompt, completion, reward in episodes[0]:
         assert reward == recomputed(prompt, completion)
+
+
+def test_a_template_trl_does_not_know_runs_with_its_familys_parser(tmp_path):
+    """TRL refuses a template it does not know (the published Llama 3.1 one plus a comment);
+    given the family's response parser, a scripted GRPO step parses the calls and logs arl's
+    verdicts: 1 for the fix, 0 for the wrong op, the hack and the claim."""
+    utils = pytest.importorskip("trl.chat_template_utils", reason="trl is not installed")
+    from transformers import AutoTokenizer
+
+    from arl.hf.tiny import build_tiny
+
+    path = build_tiny(tmp_path / "model", arch="llama", style="llama3.1")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.chat_template += "{# a template of one's own #}"
+    tiny = (path, tokenizer, "llama3.1")
+    with pytest.raises(ValueError, match="Unrecognized chat template"):
+        trainer_for(tiny, tmp_path / "refused", {RANGE}, steps=1, length=64)
+    if getattr(utils, "_SUPPORTS_RESPONSE_TEMPLATE", True):  # transformers >= 5.13
+        tokenizer.response_template = utils.llama3_template
+    else:
+        tokenizer.response_schema = utils.llama3_schema
+    trainer, episodes = trainer_for(tiny, tmp_path / "run", {RANGE}, steps=1, length=512)
+    trainer._generate_single_turn = scripted_generation(tokenizer, "llama3.1", list(SCRIPTS))
+    trainer.train()
+    assert sorted((script_of(c), r) for _, c, r in episodes[0]) == sorted(EXPECTED.items())
