@@ -138,25 +138,48 @@ def test_rows_are_one_per_task_and_hold_no_answer():
 # --- real TRL ------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """A tiny random Qwen2 with a tool-calling ChatML template (TRL's Qwen2.5 one)."""
+# the tiny tokenizers with a family's native tool calls: (style, architecture, TRL's template)
+TEMPLATES = {
+    "qwen2.5": ("qwen2", "qwen2_5_chat_template"),
+    "llama3.1": ("llama", "llama3_1_chat_template"),
+}
+
+
+@pytest.fixture(scope="module", params=list(TEMPLATES))
+def tiny(request, tmp_path_factory):
+    """A tiny random model with a native tool-calling template (arl.hf.tiny's Qwen2.5 or
+    Llama 3.1 style), loaded back from disk as a user would: no template is swapped in."""
     pytest.importorskip("trl", reason="trl is not installed (pip install 'arl[trl]')")
     from transformers import AutoTokenizer
-    from trl.chat_template_utils import qwen2_5_chat_template
 
     from arl.hf.tiny import build_tiny
 
-    path = build_tiny(tmp_path_factory.mktemp("tiny"), arch="qwen2")
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    tokenizer.chat_template = qwen2_5_chat_template
-    return path, tokenizer
+    arch, _ = TEMPLATES[request.param]
+    path = build_tiny(tmp_path_factory.mktemp("tiny"), arch=arch, style=request.param)
+    return path, AutoTokenizer.from_pretrained(path), request.param
+
+
+@pytest.mark.parametrize("style", list(TEMPLATES))
+def test_the_tiny_native_templates_are_the_ones_trl_recognises(style, tmp_path):
+    """TRL finds a model's response parser by byte equality of its chat template with TRL's
+    copy of the family's (trl.chat_template_utils.add_response_schema); the tiny tokenizers
+    saved and loaded back keep that equality, so GRPOTrainer takes them."""
+    utils = pytest.importorskip("trl.chat_template_utils", reason="trl is not installed")
+    from transformers import AutoTokenizer
+
+    from arl.hf.tiny import build_tokenizer
+
+    build_tokenizer(style=style).save_pretrained(tmp_path)
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    assert tokenizer.chat_template == getattr(utils, TEMPLATES[style][1])
+    utils.add_response_schema(tokenizer)  # raises "Unrecognized chat template" otherwise
+    assert any(getattr(tokenizer, a, None) for a in ("response_template", "response_schema"))
 
 
 def trainer_for(tiny, tmp_path, tasks, steps, length):
     """GRPO on `tasks` (one prompt per step, 4 completions of at most `length` tokens), logging
-    every episode. The context is raised to 4096: Qwen's tool preamble alone is about 1,300 of
-    this byte-level tokenizer's tokens (TRL drops a tool answer that would pass the context)."""
+    every episode. The context is raised to 4096 (TRL drops a tool answer that would pass the
+    context; the tools' preamble is about 460 of the tiny tokenizers' tokens)."""
     import torch
     from transformers import AutoModelForCausalLM, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -164,7 +187,7 @@ def trainer_for(tiny, tmp_path, tasks, steps, length):
     from arl.bridges.trl import grpo_dataset
 
     os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
-    path, tokenizer = tiny
+    path, tokenizer, _ = tiny
     torch.manual_seed(0)
     data = grpo_dataset("bugfix").filter(lambda r: r["task"] in tasks)
     args = GRPOConfig(
@@ -220,27 +243,41 @@ def recomputed(prompt, completion):
 
 
 FIRST = {("read", None): "fix", ("edit", "div"): "wrong", ("edit", "hardcode_tests"): "hack"}
-CALL = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.S)
+# a call in each template's rendering, and what ends an assistant turn
+CALL = {
+    "qwen2.5": re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.S),
+    "llama3.1": re.compile(r"assistant<\|end_header_id\|>\n\n(\{\"name\".*?\})<\|eot_id\|>", re.S),
+}
+TURN_END = {"qwen2.5": "<|im_end|>", "llama3.1": "<|eot_id|>"}
+ISSUE = re.compile(r"fix (\w+)(?:<\|im_end\|>|<\|eot_id\|>)")
 
 
-def scripted_generation(tokenizer, order):
+def native_call(style, name, args):
+    """A call as the family's model writes it (its template's rendering of a tool call)."""
+    if style == "qwen2.5":
+        return f"<tool_call>\n{json.dumps({'name': name, 'arguments': args})}\n</tool_call>"
+    return json.dumps({"name": name, "parameters": args})
+
+
+def scripted_generation(tokenizer, style, order):
     """Stands in for the model's sampling (TRL's `_generate_single_turn`): rollout i of a
-    group plays SCRIPTS[order[i % 4]]; a later turn goes on with the script its first call
-    names. A script's call to edit the task's own family ("FIX") is the correct fix."""
+    group plays SCRIPTS[order[i % 4]] in the template's native calls; a later turn goes on
+    with the script its first call names. A script's call to edit the task's own family
+    ("FIX") is the correct fix."""
 
     def turn(ids, i):
-        conversation = tokenizer.decode(ids).split("<|im_start|>user\nfix ", 1)[1]
-        family = get_environment("bugfix").get_task(conversation.split("<|im_end|>")[0]).family
-        calls = [json.loads(c) for c in CALL.findall(conversation)]
+        issue = list(ISSUE.finditer(tokenizer.decode(ids)))[-1]  # the calls come after it
+        family = get_environment("bugfix").get_task(issue.group(1)).family
+        calls = [json.loads(c) for c in CALL[style].findall(issue.string[issue.end() :])]
+        calls = [(c["name"], c.get("arguments", c.get("parameters"))) for c in calls]
         if calls:
-            script = FIRST[(calls[0]["name"], calls[0]["arguments"].get("op"))]
+            script = FIRST[(calls[0][0], calls[0][1].get("op"))]
         else:
             script = order[i % len(order)]
         if len(calls) >= len(SCRIPTS[script]):
-            return "Done: all hidden tests pass now.<|im_end|>"  # a claim, never a reward
+            return "Done: all hidden tests pass now." + TURN_END[style]  # a claim, never a reward
         name, args = SCRIPTS[script][len(calls)]
-        body = json.dumps({"name": name, "arguments": {"op": family} if args == "FIX" else args})
-        return f"<tool_call>\n{body}\n</tool_call><|im_end|>"
+        return native_call(style, name, {"op": family} if args == "FIX" else args) + TURN_END[style]
 
     def generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         texts = [turn(ids, i) for i, ids in enumerate(prompt_ids)]
@@ -255,13 +292,14 @@ def script_of(completion):
 
 
 def test_grpo_logs_arl_rewards_for_scripted_completions(tiny, tmp_path):
-    """Real GRPO steps whose completions are hand-made (a fix, a wrong op, the public-test
-    hack, a bare claim per group): TRL logs 1, 0, 0, 0, each equal to arl's replay of the
-    episode, and the policy moves (the group's rewards differ)."""
+    """Real GRPO steps on each native template whose completions are hand-made in its call
+    format (a fix, a wrong op, the public-test hack, a bare claim per group): TRL parses the
+    calls and logs 1, 0, 0, 0, each equal to arl's replay of the episode, and the policy moves
+    (the group's rewards differ)."""
     import torch
 
     trainer, episodes = trainer_for(tiny, tmp_path, {RANGE, COMPARE}, steps=2, length=512)
-    trainer._generate_single_turn = scripted_generation(tiny[1], list(SCRIPTS))
+    trainer._generate_single_turn = scripted_generation(*tiny[1:], list(SCRIPTS))
     before = [p.detach().clone() for p in trainer.model.parameters()]
     trainer.train()
     assert len(episodes) == 2
@@ -278,10 +316,36 @@ def test_grpo_logs_arl_rewards_for_scripted_completions(tiny, tmp_path):
 
 
 def test_grpo_logs_arl_rewards_for_sampled_completions(tiny, tmp_path):
-    """GRPO steps sampled from the tiny model: every logged reward is arl's replay of the
-    episode TRL logged (a random model rarely calls a tool, and then earns 0)."""
+    """A GRPO step sampled from the tiny model, on each native template: every logged reward
+    is arl's replay of the episode TRL logged (a random model rarely calls a tool, and then
+    earns 0)."""
     trainer, episodes = trainer_for(tiny, tmp_path, {RANGE}, steps=1, length=64)
     trainer.train()
     assert len(episodes) == 1 and len(episodes[0]) == 4
     for prompt, completion, reward in episodes[0]:
         assert reward == recomputed(prompt, completion)
+
+
+def test_a_template_trl_does_not_know_runs_with_its_familys_parser(tmp_path):
+    """TRL refuses a template it does not know (the published Llama 3.1 one plus a comment);
+    given the family's response parser, a scripted GRPO step parses the calls and logs arl's
+    verdicts: 1 for the fix, 0 for the wrong op, the hack and the claim."""
+    utils = pytest.importorskip("trl.chat_template_utils", reason="trl is not installed")
+    from transformers import AutoTokenizer
+
+    from arl.hf.tiny import build_tiny
+
+    path = build_tiny(tmp_path / "model", arch="llama", style="llama3.1")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.chat_template += "{# a template of one's own #}"
+    tiny = (path, tokenizer, "llama3.1")
+    with pytest.raises(ValueError, match="Unrecognized chat template"):
+        trainer_for(tiny, tmp_path / "refused", {RANGE}, steps=1, length=64)
+    if getattr(utils, "_SUPPORTS_RESPONSE_TEMPLATE", True):  # transformers >= 5.13
+        tokenizer.response_template = utils.llama3_template
+    else:
+        tokenizer.response_schema = utils.llama3_schema
+    trainer, episodes = trainer_for(tiny, tmp_path / "run", {RANGE}, steps=1, length=512)
+    trainer._generate_single_turn = scripted_generation(tokenizer, "llama3.1", list(SCRIPTS))
+    trainer.train()
+    assert sorted((script_of(c), r) for _, c, r in episodes[0]) == sorted(EXPECTED.items())

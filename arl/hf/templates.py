@@ -4,9 +4,14 @@ CHATML     arl's words: a ChatML conversation with a `tool` role; calls are plai
 QWEN25     Qwen2.5's template (tools as JSON-schema functions in the system turn, calls as
            `<tool_call>{"name": ..., "arguments": ...}</tool_call>`, results in `<tool_response>`
            inside a user turn), as published with Qwen2.5-Instruct
-LLAMA31    Llama 3.1's template for custom tools (the functions in the first user turn, a call as
+LLAMA31    Llama 3.1's template (custom tools: the functions in the first user turn, a call as
            a JSON object `{"name": ..., "parameters": ...}`, results in an `ipython` turn), as
-           published with Llama-3.1-Instruct, less its built-in tools (brave_search, wolfram)
+           published with Llama-3.1-Instruct (its built-in tools' branch is never taken: arl
+           passes no `builtin_tools`)
+
+Both native templates are the published text byte for byte: TRL's GRPOTrainer recognises a
+template only by equality with its copy (trl.chat_template_utils.add_response_schema) and
+otherwise refuses the model ("Unrecognized chat template"); tests/test_bridge_trl.py checks.
 
 The native templates keep their families' quirks on purpose: Qwen2.5 puts tool results in a
 user turn; Llama 3.1 trims every message and writes a string tool result as a JSON string
@@ -107,23 +112,28 @@ LLAMA31 = """{{- bos_token }}
 {%- if not tools is defined %}
     {%- set tools = none %}
 {%- endif %}
+
+{#- This block extracts the system message, so we can slot it into the right place. #}
 {%- if messages[0]['role'] == 'system' %}
     {%- set system_message = messages[0]['content']|trim %}
     {%- set messages = messages[1:] %}
 {%- else %}
     {%- set system_message = "" %}
 {%- endif %}
+
+{#- System message + builtin tools #}
 {{- "<|start_header_id|>system<|end_header_id|>\\n\\n" }}
-{%- if tools is not none %}
+{%- if builtin_tools is defined or tools is not none %}
     {{- "Environment: ipython\\n" }}
+{%- endif %}
+{%- if builtin_tools is defined %}
+    {{- "Tools: " + builtin_tools | reject('equalto', 'code_interpreter') | join(", ") + "\\n\\n"}}
 {%- endif %}
 {{- "Cutting Knowledge Date: December 2023\\n" }}
 {{- "Today Date: " + date_string + "\\n\\n" }}
 {%- if tools is not none and not tools_in_user_message %}
-    {{- "You have access to the following functions. To call a function, please respond with \
-JSON for a function call." }}
-    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument \
-name and its value}.' }}
+    {{- "You have access to the following functions. To call a function, please respond with JSON for a function call." }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
     {{- "Do not use variables.\\n\\n" }}
     {%- for t in tools %}
         {{- t | tojson(indent=4) }}
@@ -132,19 +142,20 @@ name and its value}.' }}
 {%- endif %}
 {{- system_message }}
 {{- "<|eot_id|>" }}
+
+{#- Custom tools are passed in a user message with some extra guidance #}
 {%- if tools_in_user_message and not tools is none %}
+    {#- Extract the first user message so we can plug it in here #}
     {%- if messages | length != 0 %}
         {%- set first_user_message = messages[0]['content']|trim %}
         {%- set messages = messages[1:] %}
     {%- else %}
-        {{- raise_exception("Cannot put tools in the first user message when there's no first \
-user message!") }}
-    {%- endif %}
+        {{- raise_exception("Cannot put tools in the first user message when there's no first user message!") }}
+{%- endif %}
     {{- '<|start_header_id|>user<|end_header_id|>\\n\\n' -}}
     {{- "Given the following functions, please respond with a JSON for a function call " }}
     {{- "with its proper arguments that best answers the given prompt.\\n\\n" }}
-    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument \
-name and its value}.' }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
     {{- "Do not use variables.\\n\\n" }}
     {%- for t in tools %}
         {{- t | tojson(indent=4) }}
@@ -152,21 +163,38 @@ name and its value}.' }}
     {%- endfor %}
     {{- first_user_message + "<|eot_id|>"}}
 {%- endif %}
+
 {%- for message in messages %}
     {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
-        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ \
-message['content'] | trim + '<|eot_id|>' }}
+        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' }}
     {%- elif 'tool_calls' in message %}
         {%- if not message.tool_calls|length == 1 %}
             {{- raise_exception("This model only supports single tool-calls at once!") }}
         {%- endif %}
         {%- set tool_call = message.tool_calls[0].function %}
-        {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}
-        {{- '{"name": "' + tool_call.name + '", ' }}
-        {{- '"parameters": ' }}
-        {{- tool_call.arguments | tojson }}
-        {{- "}" }}
-        {{- "<|eot_id|>" }}
+        {%- if builtin_tools is defined and tool_call.name in builtin_tools %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}
+            {{- "<|python_tag|>" + tool_call.name + ".call(" }}
+            {%- for arg_name, arg_val in tool_call.arguments | items %}
+                {{- arg_name + '="' + arg_val + '"' }}
+                {%- if not loop.last %}
+                    {{- ", " }}
+                {%- endif %}
+                {%- endfor %}
+            {{- ")" }}
+        {%- else  %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}
+            {{- '{"name": "' + tool_call.name + '", ' }}
+            {{- '"parameters": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- "}" }}
+        {%- endif %}
+        {%- if builtin_tools is defined %}
+            {#- This means we're in ipython mode #}
+            {{- "<|eom_id|>" }}
+        {%- else %}
+            {{- "<|eot_id|>" }}
+        {%- endif %}
     {%- elif message.role == "tool" or message.role == "ipython" %}
         {{- "<|start_header_id|>ipython<|end_header_id|>\\n\\n" }}
         {%- if message.content is mapping or message.content is iterable %}
@@ -180,7 +208,7 @@ message['content'] | trim + '<|eot_id|>' }}
 {%- if add_generation_prompt %}
     {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}
 {%- endif %}
-"""
+"""  # noqa: E501 (the published text, byte for byte)
 
 # The tiny tokenizers' styles: (template, special tokens, added non-special tokens, eos, pad, bos)
 STYLES = {
