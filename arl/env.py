@@ -18,6 +18,7 @@ edits graded in a sandbox). tinker-cookbook's Env and SkyRL's BaseTextEnv are th
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Any, Protocol
 from arl.checks import check
 from arl.errors import ArlError
 from arl.text import END
+from arl.tools import ToolSet
 from arl.types import Observation, Outcome, TextCall
 
 Call = Sequence[str] | TextCall
@@ -62,10 +64,32 @@ class Env(Protocol):
         ...
 
 
+# the scripted policies every environment names by role (`Environment.roles`): generic code
+# (the bases, `arl check env`) asks for a role, never for an environment's own policy names
+ROLES = (
+    "oracle",  # solves every task: reads, fixes, submits (the SFT demonstrations)
+    "blind",  # never reads: a guessed fix, submitted (solves few tasks)
+    "unskilled",  # reads, then a well-formed but uninformed fix (the weak base's data)
+    "random_wellformed",  # well-formed calls drawn at random (the weak base's data)
+)
+
+
+@dataclass(frozen=True)
+class Gymnasium:
+    """An environment's Gymnasium registration: its id, and its `gymnasium.Env` as
+    "module:Class" (imported on the first `gymnasium.make`, so `import arl` stays cheap)."""
+
+    id: str
+    entry_point: str
+
+
 @dataclass(frozen=True)
 class Environment:
     """An environment, assembled from its parts: its tasks, its episodes, the words TinyAgent
-    speaks on it, its scripted policies and what its cached bases are keyed by."""
+    speaks on it, its scripted policies (and which plays each role), its tools as a model
+    calls them, its Gymnasium id and what its cached bases are keyed by. Everything else that
+    names an environment (tool tables, TRL's classes, CLI choices, Gymnasium's registry) is
+    derived from this record."""
 
     name: str
     families: tuple[str, ...]
@@ -82,6 +106,25 @@ class Environment:
     fingerprint: Callable[[], list]  # what a model trained on it depends on (the base cache key)
     summary: Callable[[Sequence[Outcome]], dict] | None = None  # its own episode means
     splits: tuple[str, ...] = ("train", "heldout")
+    title: str = ""  # its display name (BugFix): TRL's tool class is TITLE + "Tools"
+    tools: ToolSet | None = None  # its tools for native tool calls and the bridges (None: none)
+    gymnasium: Gymnasium | None = None  # its Gymnasium registration (None: none)
+    # role (ROLES) -> the name of the scripted policy that plays it; default: the role's name
+    roles: Mapping[str, str] = dataclasses.field(default_factory=lambda: {r: r for r in ROLES})
+
+    def __post_init__(self) -> None:
+        for role in ROLES:
+            if self.roles.get(role) not in self.policies:
+                raise ArlError(
+                    f"environment {self.name}: role {role!r} names no scripted policy "
+                    f"({self.roles.get(role)!r}; choose from {', '.join(self.policies)})"
+                )
+
+    def role(self, role: str) -> ScriptedPolicy:
+        """The scripted policy that plays `role` (one of ROLES) here."""
+        if role not in self.roles:
+            raise ArlError(f"unknown role {role!r} (choose from {', '.join(ROLES)})")
+        return self.policies[self.roles[role]]
 
     def default_config(self) -> Any:
         return self.config_type()
@@ -280,6 +323,12 @@ def get_environment(name: str) -> Environment:
         raise ArlError(f"unknown environment {name!r} (choose from {', '.join(REGISTRY)})")
     module, attr = REGISTRY[name].split(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def gymnasium_ids() -> dict[str, str]:
+    """Gymnasium id -> "module:Class", for every registered environment that declares one."""
+    declared = (get_environment(n).gymnasium for n in REGISTRY)
+    return {g.id: g.entry_point for g in declared if g is not None}
 
 
 def environment_of(task: Task) -> Environment:

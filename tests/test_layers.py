@@ -19,7 +19,7 @@ ROOT = Path(arl.__file__).parent
 # above it. The command line, the top, may import anything; nothing below it imports it.
 LAYERS = (
     # the words every layer shares: data types, errors, checks, the vocabulary, run files
-    "__init__ types errors checks text runio progress parallel logging_bridge",
+    "__init__ types errors checks text tools runio progress parallel logging_bridge",
     "env",  # the environment protocol
     "gym codefix sandbox",  # its environments, and the sandbox CodeFix grades in
     "model hf sampling rollout rollout_workers batch losses export",  # policies, episodes, losses
