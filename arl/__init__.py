@@ -8,7 +8,7 @@ def _gymnasium_ids() -> dict[str, str]:
     the environments): the package's face imports nothing above it."""
     import importlib
 
-    return importlib.import_module("arl.env").gymnasium_ids()
+    return importlib.import_module("arl.env").gymnasium_ids(strict=False)
 
 
 def _register_gymnasium() -> None:

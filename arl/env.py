@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.metadata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -306,29 +307,68 @@ class TurnLoop:
 
 SPLITS = ("train", "heldout")  # every environment's task splits: trained on, and held out
 
-# name -> "module:attribute" of the Environment; imported on first use
-REGISTRY = {
+GROUP = "arl.environments"  # the entry-point group an installed package registers in
+# the built-in environments, name -> "module:attribute" of the Environment (imported on first
+# use): pyproject.toml registers the same under GROUP, as any other package registers its own
+BUILTIN = {
     "bugfix": "arl.gym.environment:BUGFIX",
     "codefix": "arl.codefix.environment:CODEFIX",
     "bugfix-judged": "arl.gym.judged:BUGFIX_JUDGED",  # Problem 10: a learned judge's reward
     "bugfix-leaky": "arl.gym.leak:LEAKY_ENV",  # Problem 11: history leaks the fix
     "bugfix-sealed": "arl.gym.leak:SEALED_ENV",  # Problem 11: the history stripped
 }
+
+
+def discover() -> dict[str, str]:
+    """Every registered environment, name -> "module:attribute": the built-ins, then each
+    installed package's entry points in GROUP by name (a built-in's name is not taken over:
+    arl's own entry points, when arl is installed, are the built-ins again)."""
+    found = dict(BUILTIN)
+    for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+REGISTRY = discover()  # read once per process: a package installed later is seen by the next
 NAMES = tuple(REGISTRY)
 
 
 def get_environment(name: str) -> Environment:
-    """The environment registered as `name`; an unknown name is a one-line error."""
+    """The environment registered as `name`; an unknown name, or one whose package does not
+    load or does not hold an Environment of that name, is a one-line error."""
     if name not in REGISTRY:
         raise ArlError(f"unknown environment {name!r} (choose from {', '.join(REGISTRY)})")
-    module, attr = REGISTRY[name].split(":")
-    return getattr(importlib.import_module(module), attr)
+    module, _, attr = REGISTRY[name].partition(":")
+    try:
+        found: Any = importlib.import_module(module)
+        for part in attr.split(".") if attr else ():
+            found = getattr(found, part)
+    except Exception as e:  # a broken package: its own error, on one line
+        raise ArlError(
+            f"environment {name!r}: cannot load {REGISTRY[name]!r} ({type(e).__name__}: {e})"
+        ) from e
+    if not isinstance(found, Environment) or found.name != name:
+        raise ArlError(
+            f"environment {name!r}: {REGISTRY[name]!r} is not an arl.env.Environment named {name!r}"
+        )
+    return found
 
 
-def gymnasium_ids() -> dict[str, str]:
-    """Gymnasium id -> "module:Class", for every registered environment that declares one."""
-    declared = (get_environment(n).gymnasium for n in REGISTRY)
-    return {g.id: g.entry_point for g in declared if g is not None}
+def gymnasium_ids(strict: bool = True) -> dict[str, str]:
+    """Gymnasium id -> "module:Class", for every registered environment that declares one
+    (strict=False: an environment that does not load is left out, so `import arl` survives a
+    broken package; using it names the fault)."""
+    ids = {}
+    for name in REGISTRY:
+        try:
+            declared = get_environment(name).gymnasium
+        except ArlError:
+            if strict:
+                raise
+            continue
+        if declared is not None:
+            ids[declared.id] = declared.entry_point
+    return ids
 
 
 def environment_of(task: Task) -> Environment:
