@@ -38,11 +38,13 @@ StepResult = tuple[Observation, float, bool, bool, Outcome | None]
 
 
 class Task(Protocol):
-    """What generic code reads of a task: its name, split and family (a per-family breakdown)."""
+    """What generic code reads of a task: its name, split and family (a per-family breakdown),
+    and the environment that plays it (`env`, a registered name; its class sets it)."""
 
     name: str
     split: str
     family: str
+    env: str
 
 
 class Env(Protocol):
@@ -176,6 +178,16 @@ class EpisodeConfig:
         check("step_penalty", self.step_penalty, 0, 1e3)
         check("max_turns", self.max_turns, 1, 100, integer=True)
         check("max_call_tokens", self.max_call_tokens, 1, 100, integer=True)
+
+    def eval_config(self) -> EpisodeConfig:
+        """How `arl eval` and a run's evaluations score this environment (generic code calls
+        it: pg_metrics, adopt): the scoring fields at their defaults (hidden tests, no
+        penalties, zero for an unsubmitted episode, no exploit zeroing), every other field (the
+        turn and call budgets, the environment's own) as this config has it. An environment
+        whose evaluation differs overrides it."""
+        fields = ("reward", "mixed_alpha", "step_penalty", "truncation", "zero_exploits")
+        own = type(self).__dataclass_fields__
+        return dataclasses.replace(self, **{f: own[f].default for f in fields})
 
     def score(
         self,
@@ -371,17 +383,33 @@ def gymnasium_ids(strict: bool = True) -> dict[str, str]:
     return ids
 
 
+def env_name(task: Task | Outcome) -> str:
+    """The environment a task (or an episode's Outcome) names: its class's `env`, required
+    (no default: a task of an environment that forgot it is an error, not a BugFix task)."""
+    name = getattr(task, "env", None)
+    if not isinstance(name, str) or not name:
+        what = getattr(task, "name", None) or getattr(task, "task", None)
+        raise ArlError(
+            f"{type(task).__name__} {what!r} names no environment: its class must set `env` "
+            "(arl.env.Task)"
+        )
+    return name
+
+
 def environment_of(task: Task) -> Environment:
     """The environment a task belongs to (its class names it: `env`)."""
-    return get_environment(getattr(task, "env", "bugfix"))
+    return get_environment(env_name(task))
 
 
 def environment_of_tasks(tasks: Sequence[Task]) -> Environment:
-    """The one environment of a batch of tasks; tasks of two environments are an error."""
-    names = {getattr(t, "env", "bugfix") for t in tasks}
+    """The one environment of a batch of tasks; tasks of two environments, or none, are an
+    error."""
+    names = {env_name(t) for t in tasks}
     if len(names) > 1:
         raise ArlError(f"tasks of several environments in one batch: {', '.join(sorted(names))}")
-    return get_environment(names.pop() if names else "bugfix")
+    if not names:
+        raise ArlError("no tasks: a batch's environment is its tasks'")
+    return get_environment(names.pop())
 
 
 def config_for(environment: Environment, config: Any) -> Any:

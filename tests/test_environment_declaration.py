@@ -133,3 +133,56 @@ def test_a_toolset_holds_no_table_of_another_environment():
     assert toy.names == ("add",) and toy.specs[0]["function"]["parameters"]["required"] == ["x"]
     assert toy.to_text(ToolCall("add", {"x": "3"})) == "add 3"
     assert toy.blank_calls() == [ToolCall("add", {"x": ""})]
+
+
+# --- the contract: task.env required, eval_config declared ------------------------------------
+
+
+def test_a_task_must_name_its_environment():
+    """No silent default: a task whose class sets no `env` is an error naming it, as is an
+    empty batch; a task of each registered environment names its own."""
+    from dataclasses import dataclass
+
+    from arl.env import environment_of, environment_of_tasks
+
+    @dataclass(frozen=True)
+    class Orphan:
+        name: str = "sum_list"
+        split: str = "train"
+        family: str = "range"
+
+    with pytest.raises(ArlError, match="Orphan 'sum_list' names no environment"):
+        environment_of(Orphan())
+    with pytest.raises(ArlError, match="no tasks"):
+        environment_of_tasks([])
+    for name in NAMES:
+        environment = get_environment(name)
+        assert environment_of(environment.tasks("train")[0]) is environment
+
+
+def test_eval_config_resets_the_scoring_fields_and_keeps_the_rest():
+    """EpisodeConfig.eval_config: hidden reward, alpha 0.1, no penalty, zero truncation, no
+    exploit zeroing; the budgets and the environment's own fields kept (CodeFix's as before)."""
+    from arl.codefix.env import CodeFixConfig
+    from arl.env import EpisodeConfig
+
+    played = CodeFixConfig(
+        reward="mixed",
+        mixed_alpha=0.5,
+        step_penalty=0.1,
+        truncation="score",
+        zero_exploits=True,
+        max_turns=9,
+        max_call_tokens=20,
+        errors="terse",
+        allow_unsandboxed=True,
+    )
+    assert played.eval_config() == CodeFixConfig(
+        max_turns=9, max_call_tokens=20, errors="terse", allow_unsandboxed=True
+    )
+    assert "eval_config" in vars(EpisodeConfig)  # declared where every config inherits it
+    for name in NAMES:
+        config = get_environment(name).default_config()
+        evaluated = config.eval_config()
+        assert type(evaluated) is type(config) and evaluated.reward == "hidden"
+        assert evaluated.step_penalty == 0.0 and evaluated.truncation == "zero"
