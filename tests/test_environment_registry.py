@@ -96,3 +96,18 @@ def test_pyproject_registers_the_built_ins_as_entry_points():
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["entry-points"][GROUP] == BUILTIN
+
+
+def test_arl_check_env_names_the_fault_of_an_installed_environment(tmp_path):
+    """`arl check env toy` in a fresh process: the toy's tasks are BugFix's, so they name
+    another environment; exit status 1, and the declaration check says so."""
+    install(tmp_path, {"toy": "toyenv:TOY"})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    argv = [sys.executable, "-m", "arl.cli.main", "check", "env", "toy", "--tasks", "1"]
+    done = subprocess.run([*argv, "--seeds", "1"], env=env, capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert (
+        lines[0].startswith("FAIL  declaration: task ")
+        and "names environment 'bugfix', not 'toy'" in lines[0]
+    )

@@ -24,7 +24,8 @@ LAYERS = (
     "gym codefix sandbox",  # its environments, and the sandbox CodeFix grades in
     "model hf sampling rollout rollout_workers batch losses export",  # policies, episodes, losses
     "bridges",  # the environments inside other trainers (TRL, verl)
-    "eval calc sim doctor",  # measuring: metrics and statistics, calculators, simulator, doctor
+    "eval calc sim doctor testing",  # measuring: metrics, statistics, calculators, simulator,
+    # doctor, and the check of an environment against the protocol
     "train",  # one loop per recipe, the starting policies, checkpoints
     "experiments",  # the reproductions
     "cli __main__",  # the `arl` command

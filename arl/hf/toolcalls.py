@@ -11,13 +11,14 @@ tools from `apply_chat_template(messages, tools=[...])`:
 
 This module is the format and nothing else: `toolset(name)` (the tools an environment
 declares, arl.tools.ToolSet: its specs, and the bridge between a native call and arl's text
-grammar, which the environment parses as it parses any real model's text), `render_call` (a call as the model writes it: exactly the
-template's own rendering of an assistant `tool_calls` message), `parse_turn` (a sampled turn
-back into a call) and `assistant_message` (the turn as a chat message). A turn without exactly
-one readable call (no call, two, JSON that does not parse, arguments that are not one word
-each) reaches the environment as an empty call, so it takes arl's malformed-call path
-(`error malformed empty`); a readable call naming an unknown tool or op is judged by the
-environment's own grammar (`unknown_tool`, `unknown_op`, `missing_arg`, ...).
+grammar, which the environment parses as it parses any real model's text), `render_call` (a
+call as the model writes it: exactly the template's own rendering of an assistant
+`tool_calls` message), `parse_turn` (a sampled turn back into a call) and
+`assistant_message` (the turn as a chat message). A turn without exactly one readable call
+(no call, two, JSON that does not parse, arguments that are not one word each) reaches the
+environment as an empty call, so it takes arl's malformed-call path (`error malformed
+empty`); a readable call naming an unknown tool or op is judged by the environment's own
+grammar (`unknown_tool`, `unknown_op`, `missing_arg`, ...).
 """
 
 from __future__ import annotations
