@@ -67,8 +67,8 @@ class Env(Protocol):
         ...
 
 
-# the scripted policies every environment names by role (`Environment.roles`): generic code
-# (the bases, `arl check env`) asks for a role, never for an environment's own policy names
+# the scripted policies every environment casts by role (`Environment.roles`): generic code
+# (the bases in arl.train.bases, `arl check env`) asks for a role, never for a policy's name
 ROLES = (
     "oracle",  # solves every task: reads, fixes, submits (the SFT demonstrations)
     "blind",  # never reads: a guessed fix, submitted (solves few tasks)
@@ -80,7 +80,7 @@ ROLES = (
 @dataclass(frozen=True)
 class Gymnasium:
     """An environment's Gymnasium registration: its id, and its `gymnasium.Env` as
-    "module:Class" (imported on the first `gymnasium.make`, so `import arl` stays cheap)."""
+    "module:Class" (the wrapper is imported on the first `gymnasium.make`)."""
 
     id: str
     entry_point: str
