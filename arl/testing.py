@@ -22,7 +22,9 @@ Each check is one Finding (its name, whether it held, what it saw or the first f
   is read back whole (no word outside the vocabulary), and a call sent as text (a real
   model's) plays the same episode as its words;
 - tools: the declared tools' native round trip (text -> call -> text) on the oracle's calls,
-  and TRL's schema of each generated method equal to the declaration (with transformers).
+  and TRL's schema of each generated method equal to the declaration (with transformers);
+- gymnasium: the declared wrapper under Gymnasium's own `check_env`, its warnings as faults
+  (with gymnasium).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ CHECKS = (
     "determinism",
     "renderer",
     "tools",
+    "gymnasium",
 )
 
 
@@ -295,6 +298,30 @@ def _trl_schemas(tools: Any) -> str:
     return "; TRL's schemas equal the declaration"
 
 
+def _check_gymnasium(environment: Environment) -> str:
+    """The declared Gymnasium wrapper under gymnasium's own env_checker, warnings as faults."""
+    declared = environment.gymnasium
+    if declared is None:
+        return "none declared"
+    try:
+        import gymnasium
+        from gymnasium.utils.env_checker import check_env as gymnasium_check
+    except ImportError:
+        return f"{declared.id} not checked: gymnasium is not installed"
+    import importlib
+    import warnings
+
+    module, _, attr = declared.entry_point.partition(":")
+    wrapper = getattr(importlib.import_module(module), attr)
+    registered = gymnasium.registry.get(declared.id)
+    other = registered.entry_point if registered is not None else declared.entry_point
+    _expect(other == declared.entry_point, f"{declared.id} is registered as {other!r}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gymnasium_check(wrapper(), skip_render_check=True)
+    return f"{declared.id} ({attr}) passes gymnasium's check_env"
+
+
 def check_env(
     environment: Environment | str, seeds: Sequence[int] = (0, 1), max_tasks: int | None = None
 ) -> list[Finding]:
@@ -370,6 +397,7 @@ def check_env(
     run("determinism", determinism)
     run("renderer", renderer)
     run("tools", lambda: _check_tools(environment, config, tasks))
+    run("gymnasium", lambda: _check_gymnasium(environment))
     return findings
 
 

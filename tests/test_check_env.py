@@ -79,6 +79,32 @@ def test_a_broken_toy_fails_the_check_of_its_fault(broken, check, says):
     assert check in found and says in found[check], found
 
 
+try:  # gymnasium is optional: the wrapper's test below skips without it
+    from arl.gym.gymnasium_env import BugFixGymnasiumEnv
+except ImportError:
+    BugFixGymnasiumEnv = None
+
+if BugFixGymnasiumEnv is not None:
+
+    class OutOfSpace(BugFixGymnasiumEnv):
+        """A BugFix wrapper whose reset returns an int: outside its Text observation space."""
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed, options=options)
+            return 42, {}
+
+
+@pytest.mark.skipif(BugFixGymnasiumEnv is None, reason="gymnasium is not installed")
+def test_a_wrapper_gymnasium_refuses_is_caught():
+    """A declared Gymnasium wrapper whose reset leaves its observation space: gymnasium's
+    own check_env says so, as the gymnasium check's fault."""
+    from arl.env import Gymnasium
+
+    toy = replace(BUGFIX, gymnasium=Gymnasium("arl/Toy-v0", f"{__name__}:OutOfSpace"))
+    found = failures(toy, seeds=(0,), max_tasks=1)
+    assert set(found) == {"gymnasium"} and "observation" in found["gymnasium"].lower(), found
+
+
 def test_a_renderer_that_loses_words_is_caught():
     """A vocabulary without one observation word: the word comes back as <unk>."""
     found = failures(replace(BUGFIX, words=lambda: BUGFIX.words()[:40]), seeds=(0,), max_tasks=2)
