@@ -18,7 +18,9 @@ edits graded in a sandbox). tinker-cookbook's Env and SkyRL's BaseTextEnv are th
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import importlib.metadata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -26,6 +28,7 @@ from typing import Any, Protocol
 from arl.checks import check
 from arl.errors import ArlError
 from arl.text import END
+from arl.tools import ToolSet
 from arl.types import Observation, Outcome, TextCall
 
 Call = Sequence[str] | TextCall
@@ -35,11 +38,13 @@ StepResult = tuple[Observation, float, bool, bool, Outcome | None]
 
 
 class Task(Protocol):
-    """What generic code reads of a task: its name, split and family (a per-family breakdown)."""
+    """What generic code reads of a task: its name, split and family (a per-family breakdown),
+    and the environment that plays it (`env`, a registered name; its class sets it)."""
 
     name: str
     split: str
     family: str
+    env: str
 
 
 class Env(Protocol):
@@ -62,10 +67,32 @@ class Env(Protocol):
         ...
 
 
+# the scripted policies every environment casts by role (`Environment.roles`): generic code
+# (the bases in arl.train.bases, `arl check env`) asks for a role, never for a policy's name
+ROLES = (
+    "oracle",  # solves every task: reads, fixes, submits (the SFT demonstrations)
+    "blind",  # never reads: a guessed fix, submitted (solves few tasks)
+    "unskilled",  # reads, then a well-formed but uninformed fix (the weak base's data)
+    "random_wellformed",  # well-formed calls drawn at random (the weak base's data)
+)
+
+
+@dataclass(frozen=True)
+class Gymnasium:
+    """An environment's Gymnasium registration: its id, and its `gymnasium.Env` as
+    "module:Class" (the wrapper is imported on the first `gymnasium.make`)."""
+
+    id: str
+    entry_point: str
+
+
 @dataclass(frozen=True)
 class Environment:
     """An environment, assembled from its parts: its tasks, its episodes, the words TinyAgent
-    speaks on it, its scripted policies and what its cached bases are keyed by."""
+    speaks on it, its scripted policies (and which plays each role), its tools as a model
+    calls them, its Gymnasium id and what its cached bases are keyed by. Everything else that
+    names an environment (tool tables, TRL's classes, CLI choices, Gymnasium's registry) is
+    derived from this record."""
 
     name: str
     families: tuple[str, ...]
@@ -82,6 +109,25 @@ class Environment:
     fingerprint: Callable[[], list]  # what a model trained on it depends on (the base cache key)
     summary: Callable[[Sequence[Outcome]], dict] | None = None  # its own episode means
     splits: tuple[str, ...] = ("train", "heldout")
+    title: str = ""  # its display name (BugFix): TRL's tool class is TITLE + "Tools"
+    tools: ToolSet | None = None  # its tools for native tool calls and the bridges (None: none)
+    gymnasium: Gymnasium | None = None  # its Gymnasium registration (None: none)
+    # role (ROLES) -> the name of the scripted policy that plays it; default: the role's name
+    roles: Mapping[str, str] = dataclasses.field(default_factory=lambda: {r: r for r in ROLES})
+
+    def __post_init__(self) -> None:
+        for role in ROLES:
+            if self.roles.get(role) not in self.policies:
+                raise ArlError(
+                    f"environment {self.name}: role {role!r} names no scripted policy "
+                    f"({self.roles.get(role)!r}; choose from {', '.join(self.policies)})"
+                )
+
+    def role(self, role: str) -> ScriptedPolicy:
+        """The scripted policy that plays `role` (one of ROLES) here."""
+        if role not in self.roles:
+            raise ArlError(f"unknown role {role!r} (choose from {', '.join(ROLES)})")
+        return self.policies[self.roles[role]]
 
     def default_config(self) -> Any:
         return self.config_type()
@@ -132,6 +178,16 @@ class EpisodeConfig:
         check("step_penalty", self.step_penalty, 0, 1e3)
         check("max_turns", self.max_turns, 1, 100, integer=True)
         check("max_call_tokens", self.max_call_tokens, 1, 100, integer=True)
+
+    def eval_config(self) -> EpisodeConfig:
+        """How `arl eval` and a run's evaluations score this environment (generic code calls
+        it: pg_metrics, adopt): the scoring fields at their defaults (hidden tests, no
+        penalties, zero for an unsubmitted episode, no exploit zeroing), every other field (the
+        turn and call budgets, the environment's own) as this config has it. An environment
+        whose evaluation differs overrides it."""
+        fields = ("reward", "mixed_alpha", "step_penalty", "truncation", "zero_exploits")
+        own = type(self).__dataclass_fields__
+        return dataclasses.replace(self, **{f: own[f].default for f in fields})
 
     def score(
         self,
@@ -263,36 +319,97 @@ class TurnLoop:
 
 SPLITS = ("train", "heldout")  # every environment's task splits: trained on, and held out
 
-# name -> "module:attribute" of the Environment; imported on first use
-REGISTRY = {
+GROUP = "arl.environments"  # the entry-point group an installed package registers in
+# the built-in environments, name -> "module:attribute" of the Environment (imported on first
+# use): pyproject.toml registers the same under GROUP, as any other package registers its own
+BUILTIN = {
     "bugfix": "arl.gym.environment:BUGFIX",
     "codefix": "arl.codefix.environment:CODEFIX",
     "bugfix-judged": "arl.gym.judged:BUGFIX_JUDGED",  # Problem 10: a learned judge's reward
     "bugfix-leaky": "arl.gym.leak:LEAKY_ENV",  # Problem 11: history leaks the fix
     "bugfix-sealed": "arl.gym.leak:SEALED_ENV",  # Problem 11: the history stripped
 }
+
+
+def discover() -> dict[str, str]:
+    """Every registered environment, name -> "module:attribute": the built-ins, then each
+    installed package's entry points in GROUP by name (a built-in's name is not taken over:
+    arl's own entry points, when arl is installed, are the built-ins again)."""
+    found = dict(BUILTIN)
+    for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+REGISTRY = discover()  # read once per process: a package installed later is seen by the next
 NAMES = tuple(REGISTRY)
 
 
 def get_environment(name: str) -> Environment:
-    """The environment registered as `name`; an unknown name is a one-line error."""
+    """The environment registered as `name`; an unknown name, or one whose package does not
+    load or does not hold an Environment of that name, is a one-line error."""
     if name not in REGISTRY:
         raise ArlError(f"unknown environment {name!r} (choose from {', '.join(REGISTRY)})")
-    module, attr = REGISTRY[name].split(":")
-    return getattr(importlib.import_module(module), attr)
+    module, _, attr = REGISTRY[name].partition(":")
+    try:
+        found: Any = importlib.import_module(module)
+        for part in attr.split(".") if attr else ():
+            found = getattr(found, part)
+    except Exception as e:  # a broken package: its own error, on one line
+        raise ArlError(
+            f"environment {name!r}: cannot load {REGISTRY[name]!r} ({type(e).__name__}: {e})"
+        ) from e
+    if not isinstance(found, Environment) or found.name != name:
+        raise ArlError(
+            f"environment {name!r}: {REGISTRY[name]!r} is not an arl.env.Environment named {name!r}"
+        )
+    return found
+
+
+def gymnasium_ids(strict: bool = True) -> dict[str, str]:
+    """Gymnasium id -> "module:Class", for every registered environment that declares one
+    (strict=False: an environment that does not load is left out, so `import arl` survives a
+    broken package; using it names the fault)."""
+    ids = {}
+    for name in REGISTRY:
+        try:
+            declared = get_environment(name).gymnasium
+        except ArlError:
+            if strict:
+                raise
+            continue
+        if declared is not None:
+            ids[declared.id] = declared.entry_point
+    return ids
+
+
+def env_name(task: Task | Outcome) -> str:
+    """The environment a task (or an episode's Outcome) names: its class's `env`, required
+    (no default: a task of an environment that forgot it is an error, not a BugFix task)."""
+    name = getattr(task, "env", None)
+    if not isinstance(name, str) or not name:
+        what = getattr(task, "name", None) or getattr(task, "task", None)
+        raise ArlError(
+            f"{type(task).__name__} {what!r} names no environment: its class must set `env` "
+            "(arl.env.Task)"
+        )
+    return name
 
 
 def environment_of(task: Task) -> Environment:
     """The environment a task belongs to (its class names it: `env`)."""
-    return get_environment(getattr(task, "env", "bugfix"))
+    return get_environment(env_name(task))
 
 
 def environment_of_tasks(tasks: Sequence[Task]) -> Environment:
-    """The one environment of a batch of tasks; tasks of two environments are an error."""
-    names = {getattr(t, "env", "bugfix") for t in tasks}
+    """The one environment of a batch of tasks; tasks of two environments, or none, are an
+    error."""
+    names = {env_name(t) for t in tasks}
     if len(names) > 1:
         raise ArlError(f"tasks of several environments in one batch: {', '.join(sorted(names))}")
-    return get_environment(names.pop() if names else "bugfix")
+    if not names:
+        raise ArlError("no tasks: a batch's environment is its tasks'")
+    return get_environment(names.pop())
 
 
 def config_for(environment: Environment, config: Any) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 # Owner of each token: who produced it. Only POLICY tokens carry loss.
 PROMPT, POLICY, ENV, TEMPLATE = 0, 1, 2, 3
@@ -40,6 +40,7 @@ class Outcome:
     first_call: str | None  # the first call's tool, or "malformed"
     hacked: bool  # the environment's exploit detector flagged the final state
     infra_error: bool = False  # the grader failed (not the policy): excluded from rewards
+    env: ClassVar[str]  # the environment that scored it (each subclass sets its name)
 
     def as_dict(self, keys: Sequence[str] | None = None) -> dict[str, Any]:
         """The outcome as a plain dict: every field, or only `keys`, in the order given."""

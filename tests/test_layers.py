@@ -19,12 +19,13 @@ ROOT = Path(arl.__file__).parent
 # above it. The command line, the top, may import anything; nothing below it imports it.
 LAYERS = (
     # the words every layer shares: data types, errors, checks, the vocabulary, run files
-    "__init__ types errors checks text runio progress parallel logging_bridge",
+    "__init__ types errors checks text tools runio progress parallel logging_bridge",
     "env",  # the environment protocol
     "gym codefix sandbox",  # its environments, and the sandbox CodeFix grades in
     "model hf sampling rollout rollout_workers batch losses export",  # policies, episodes, losses
     "bridges",  # the environments inside other trainers (TRL, verl)
-    "eval calc sim doctor",  # measuring: metrics and statistics, calculators, simulator, doctor
+    "eval calc sim doctor testing",  # measuring: metrics, statistics, calculators, simulator,
+    # doctor, and the check of an environment against the protocol
     "train",  # one loop per recipe, the starting policies, checkpoints
     "experiments",  # the reproductions
     "cli __main__",  # the `arl` command

@@ -20,45 +20,49 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from arl.env import config_for, get_environment
+from arl.env import REGISTRY, config_for, get_environment
 from arl.errors import ArlError
-from arl.hf.toolcalls import SYSTEMS, TOOLS
+from arl.tools import ToolSet
 from arl.types import Outcome, TextCall
 
 OVER = "error: the episode is over"  # a call after submit or after the last turn
 
 
-# the tools and system prompts: one table with the native formats (arl.hf.toolcalls)
-ENVIRONMENTS = tuple(TOOLS)
+def _tools(environment: str) -> ToolSet | None:
+    """The tools an environment declares (arl.env.Environment.tools), None without any."""
+    return get_environment(environment).tools if environment in REGISTRY else None
+
+
+def bridged() -> tuple[str, ...]:
+    """Every registered environment that declares tools: what a bridge offers."""
+    return tuple(n for n in REGISTRY if _tools(n) is not None)
 
 
 def check_environment(name: str) -> str:
     """`name` if a bridge offers it as tools; else a one-line error."""
-    if name not in TOOLS:
+    if _tools(name) is None:
         raise ArlError(
-            f"environment: {name!r} has no tool bridge (choose from {', '.join(ENVIRONMENTS)})"
+            f"environment: {name!r} has no tool bridge (choose from {', '.join(bridged())})"
         )
     return name
 
 
 def tool_schemas(environment: str) -> list[dict[str, Any]]:
-    """Every tool of an environment as OpenAI function schemas."""
-    return [t.schema() for t in TOOLS[check_environment(environment)]]
+    """Every tool of an environment as OpenAI function schemas (its declaration's)."""
+    return list(_tools(check_environment(environment)).specs)
 
 
 def call_text(environment: str, name: str, args: Mapping[str, Any]) -> str:
     """A tool call as the text a real model writes in the environment's grammar: argument
-    values in the schema's order (an empty one left out), then any unknown argument as
-    `key=value` (the grammar then calls the call malformed); a replace without exactly `old`
-    and `new` is a bare `replace` (a bad block)."""
-    if environment == "codefix" and name == "replace":
-        from arl.codefix.grammar import replace_text
-
-        if set(args) != {"old", "new"}:
-            return "replace"
-        return replace_text(str(args["old"]), str(args["new"]))
-    tool = {t.name: t for t in TOOLS[environment]}.get(name)
-    order = [p.name for p in tool.params] if tool else []
+    values in the declaration's order (an empty one left out), then any unknown argument as
+    `key=value` (the grammar then calls the call malformed); a tool with its own text form
+    (CodeFix's replace) without exactly its arguments is its bare name (a bad call)."""
+    tool = _tools(check_environment(environment)).tool(name)
+    if tool is not None and tool.text is not None:
+        if set(args) != set(tool.arg_names()):
+            return name
+        return tool.text(*(str(args[k]) for k in tool.arg_names()))
+    order = tool.arg_names() if tool else ()
     known = [str(args[k]) for k in order if k in args and str(args[k])]
     unknown = [f"{k}={args[k]}" for k in sorted(args) if k not in order]
     return " ".join([name, *known, *unknown])
@@ -66,17 +70,15 @@ def call_text(environment: str, name: str, args: Mapping[str, Any]) -> str:
 
 def tool_call(environment: str, text: str) -> tuple[str, dict[str, str]]:
     """The tool call for a call's text in the environment's grammar (the inverse of
-    `call_text` on calls that parse): a scripted policy's calls as tool calls."""
-    if environment == "codefix" and text.startswith("replace"):
-        from arl.codefix.grammar import parse_text
-
-        call = parse_text(text, ended=True)
-        if getattr(call, "tool", None) == "replace":
-            return "replace", {"old": str(call.old), "new": str(call.new)}
+    `call_text` on calls that parse): a scripted policy's calls as tool calls. A text the
+    declaration's parse refuses is split into its name and words."""
+    tools = _tools(check_environment(environment))
+    call = tools.from_text(text)
+    if call is not None:
+        return call.name, {k: str(v) for k, v in call.arguments.items()}
     name, *rest = text.split() or [""]
-    tool = {t.name: t for t in TOOLS[environment]}.get(name)
-    names = [p.name for p in tool.params] if tool else []
-    return name, dict(zip(names, rest, strict=False))
+    tool = tools.tool(name)
+    return name, dict(zip(tool.arg_names() if tool else (), rest, strict=False))
 
 
 class ToolEpisode:
@@ -168,8 +170,18 @@ def task_rows(environment: str, split: str = "train", seeds: Sequence[int] = (0,
                     task=task.name,
                     seed=int(seed),
                     split=split,
-                    system=SYSTEMS[environment],
+                    system=_tools(environment).system,
                     issue=issue,
                 )
             )
     return rows
+
+
+def __getattr__(name: str) -> Any:
+    """SYSTEMS (environment -> its tools' system text) and ENVIRONMENTS (those bridged),
+    derived from the declarations on first use."""
+    if name == "SYSTEMS":
+        return {n: _tools(n).system for n in bridged()}
+    if name == "ENVIRONMENTS":
+        return bridged()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

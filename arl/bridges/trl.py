@@ -24,11 +24,17 @@ has acted on the episode even when TRL then drops its answer for want of room
 
 from __future__ import annotations
 
+import inspect
+import json
+import re
 from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any
 
 from arl.bridges.episode import ToolEpisode, check_environment, task_rows
+from arl.env import get_environment
 from arl.errors import require
+from arl.tools import Tool
 from arl.types import Outcome
 
 
@@ -61,98 +67,80 @@ class _ArlTools:
         return self._episode
 
 
-class BugFixTools(_ArlTools):
-    """One BugFix episode as TRL tools: read, test, edit, submit."""
-
-    environment = "bugfix"
-
-    def read(self) -> str:
-        """Show the source of the function to fix.
-
-        Returns:
-            The function's source.
-        """
-        return self._episode.call("read", {})
-
-    def test(self) -> str:
-        """Run the public tests on the current source.
-
-        Returns:
-            How many public tests pass.
-        """
-        return self._episode.call("test", {})
-
-    def edit(self, op: str, name: str = "") -> str:
-        """Apply one edit op to the function (one edit per episode).
-
-        Args:
-            op: One of init, range, compare, minmax, div, hardcode_tests.
-            name: The accumulator's name (only for the op init).
-
-        Returns:
-            ok, or an error.
-        """
-        return self._episode.call("edit", {"op": op, "name": name})
-
-    def submit(self) -> str:
-        """Submit the current source and end the episode; hidden tests grade it.
-
-        Returns:
-            submitted.
-        """
-        return self._episode.call("submit", {})
+def docstring(tool: Tool) -> str:
+    """A tool's declaration as the Google-style docstring transformers' `get_json_schema`
+    reads back into the same schema: the description, then each argument's description (and
+    its enum as `(choices: [...])`). No Returns section: the schema has no return."""
+    lines = [tool.description]
+    if tool.params:
+        lines += ["", "Args:"]
+        for p in tool.params:
+            choices = f" (choices: {json.dumps(list(p.enum))})" if p.enum else ""
+            lines.append(f"    {p.name}: {p.description}{choices}")
+    return "\n".join(lines)
 
 
-class CodeFixTools(_ArlTools):
-    """One CodeFix episode as TRL tools: read, test, replace, submit (tests run in arl's
-    sandbox)."""
+def tool_method(tool: Tool) -> Callable[..., str]:
+    """One declared tool as a method TRL offers: typed string arguments (an optional one
+    defaults to ""), the declaration as its docstring; a call is the episode's."""
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [
+        inspect.Parameter(
+            p.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            annotation=str,
+            **({} if p.required else {"default": ""}),
+        )
+        for p in tool.params
+    ]
+    signature = inspect.Signature(params)
 
-    environment = "codefix"
+    def method(self: _ArlTools, *args: Any, **kwargs: Any) -> str:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        return self._episode.call(
+            tool.name, {k: v for k, v in bound.arguments.items() if k != "self"}
+        )
 
-    def read(self) -> str:
-        """Show the module to fix.
-
-        Returns:
-            The module's source.
-        """
-        return self._episode.call("read", {})
-
-    def test(self) -> str:
-        """Run the public tests on the current module.
-
-        Returns:
-            How many public tests pass, and each test's status.
-        """
-        return self._episode.call("test", {})
-
-    def replace(self, old: str, new: str) -> str:
-        """Replace text in the module; old must occur in the file exactly once.
-
-        Args:
-            old: The exact old text (one or more lines).
-            new: The new text.
-
-        Returns:
-            ok, or what went wrong.
-        """
-        return self._episode.call("replace", {"old": old, "new": new})
-
-    def submit(self) -> str:
-        """Submit the current module and end the episode; hidden tests grade it.
-
-        Returns:
-            submitted.
-        """
-        return self._episode.call("submit", {})
+    method.__name__ = method.__qualname__ = tool.name
+    method.__doc__ = docstring(tool)
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    method.__annotations__ = {p.name: str for p in tool.params}
+    return method
 
 
-TOOL_CLASSES: dict[str, type[_ArlTools]] = {"bugfix": BugFixTools, "codefix": CodeFixTools}
+def class_name(environment: str) -> str:
+    """TRL's tool class of an environment: its title (or name) as an identifier, + "Tools"
+    (TRL logs the reward column under it: `rewards/BugFixTools/mean`)."""
+    spec = get_environment(environment)
+    title = spec.title or "".join(w.capitalize() for w in re.split(r"\W+|_", spec.name))
+    return f"{title}Tools"
+
+
+@cache
+def tool_class(environment: str) -> type[_ArlTools]:
+    """One episode of `environment` as TRL tools, generated from its declared tools (one class
+    per environment, so TRL's reward column is one)."""
+    tools = get_environment(check_environment(environment)).tools
+    name = class_name(environment)
+    members: dict[str, Any] = {t.name: tool_method(t) for t in tools.tools}
+    members |= {
+        "environment": environment,
+        "__module__": __name__,
+        "__qualname__": name,
+        "__doc__": f"One {environment} episode as TRL tools: {', '.join(tools.names)}.",
+    }
+    return type(name, (_ArlTools,), members)
+
+
+BugFixTools = tool_class("bugfix")
+CodeFixTools = tool_class("codefix")
 
 
 def environment_factory(environment: str = "bugfix", config: Any = None) -> Callable[[], Any]:
     """TRL's `environment_factory`: a fresh tool class instance per call, each holding its own
     episode. `config` is the environment's EpisodeConfig (reward rule, turns, sandbox)."""
-    cls = TOOL_CLASSES[check_environment(environment)]
+    cls = tool_class(check_environment(environment))
     return lambda: cls(config)
 
 

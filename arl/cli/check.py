@@ -2,6 +2,9 @@
 (arl.hf.template_check computes; this module parses and prints). One line per finding, exit
 status 0; a folder that holds no tokenizer is one line and exit status 2.
 
+`arl check env NAME`: an environment put through the protocol (arl.testing.check_env), one
+line per check; exit status 0 when every check holds, 1 when one fails, 2 for an unknown NAME.
+
 Also the flags that go with `--model` wherever it is taken (`add_chat_flags`): the call format
 (`--tool-format`) and the token that ends an assistant turn (`--turn-end`).
 """
@@ -12,7 +15,7 @@ import argparse
 import json
 from dataclasses import asdict
 
-from arl.cli.args import nonempty
+from arl.cli.args import nonempty, positive_int_max
 from arl.errors import ArlError
 from arl.hf.toolcalls import FORMATS
 
@@ -64,8 +67,25 @@ def _check_template(args: argparse.Namespace) -> int:
     return 0
 
 
+EXIT_FAULT = 1  # `check env`: a check failed
+
+
+def _check_env(args: argparse.Namespace) -> int:
+    from arl.env import get_environment
+    from arl.testing import check_env
+
+    environment = get_environment(args.name)  # an unknown name: one line, exit 2
+    findings = check_env(environment, seeds=tuple(range(args.seeds)), max_tasks=args.tasks)
+    if args.json:
+        rows = [asdict(f) for f in findings]
+        print(json.dumps({"env": args.name, "ok": all(f.ok for f in findings), "checks": rows}))
+    else:
+        print("\n".join(f.line() for f in findings))
+    return 0 if all(f.ok for f in findings) else EXIT_FAULT
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add `check template PATH` to the `arl` parser."""
+    """Add `check template PATH` and `check env NAME` to the `arl` parser."""
     p = sub.add_parser("check", help="check what a real model's files do under arl")
     what = p.add_subparsers(dest="what", required=True, parser_class=type(p))
     t = what.add_parser(
@@ -78,3 +98,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--json", action="store_true", help="print one JSON object")
     t.set_defaults(func=_check_template)
+    e = what.add_parser(
+        "env",
+        help="put an environment through the protocol (types, Outcome, oracle and blind play, "
+        "determinism, tokens in and out, tools); exit 0 all hold, 1 a check failed",
+    )
+    e.add_argument("name", help="a registered environment (bugfix, codefix, an installed one)")
+    e.add_argument(
+        "--seeds", type=positive_int_max(20), default=2, help="episode seeds 0..N-1 (default 2)"
+    )
+    e.add_argument(
+        "--tasks", type=positive_int_max(10_000), default=None, help="the first N of each split"
+    )
+    e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.set_defaults(func=_check_env)

@@ -18,7 +18,7 @@ from arl.cli.args import (
 from arl.cli.check import add_chat_flags, check_chat_flags
 from arl.cli.gym import MAX_SAMPLES, POLICY_HELP, resolve_policy
 from arl.cli.recipes import DTYPES, policy_from
-from arl.env import SPLITS, get_environment
+from arl.env import NAMES, SPLITS, get_environment
 from arl.errors import ArlError
 from arl.train.policy import load_policy_dir
 
@@ -183,7 +183,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--overwrite", action="store_true", help="replace an earlier export in DIR")
     h.add_argument(
         "--env",
-        choices=("bugfix", "codefix"),
+        choices=NAMES,
         default="bugfix",
         help="the environment whose vocabulary the checkpoint speaks",
     )

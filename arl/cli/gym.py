@@ -19,7 +19,7 @@ from arl.cli.args import (
 )
 from arl.cli.check import add_chat_flags, check_chat_flags
 from arl.cli.recipes import DTYPES, policy_from
-from arl.env import SPLITS, get_environment
+from arl.env import NAMES, SPLITS, get_environment
 from arl.errors import ArlError
 from arl.model import TinyAgent
 from arl.rollout import vocab_of
@@ -239,5 +239,5 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("tokens", help="token accounting of the oracle demonstrations")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--env", choices=("bugfix", "codefix"), default="bugfix")
+    p.add_argument("--env", choices=NAMES, default="bugfix")
     p.set_defaults(func=cmd_tokens)

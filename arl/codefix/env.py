@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -71,18 +71,6 @@ class CodeFixConfig(EpisodeConfig):
         super().__post_init__()
         if self.errors not in ERRORS:
             raise ArlError(f"errors: unknown {self.errors!r} (choose from {', '.join(ERRORS)})")
-
-    def eval_config(self) -> CodeFixConfig:
-        """How `arl eval` scores: hidden tests, no penalties, zero for an unsubmitted episode;
-        this config's turn and call budgets, errors and sandbox."""
-        return replace(
-            self,
-            reward="hidden",
-            mixed_alpha=0.1,
-            step_penalty=0.0,
-            truncation="zero",
-            zero_exploits=False,
-        )
 
 
 @dataclass(frozen=True, kw_only=True)

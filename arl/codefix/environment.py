@@ -7,13 +7,14 @@ from functools import cache
 
 from arl.codefix.env import CodeFixConfig, CodeFixEnv, CodeFixOutcome
 from arl.codefix.families import FAMILIES, LIST_NAMES, NOUNS, VERBS
-from arl.codefix.grammar import OBS_WORDS, TOOLS, WITH
+from arl.codefix.grammar import OBS_WORDS, TOOLS, WITH, Malformed, parse_text, replace_text
 from arl.codefix.listing import listing, texts
 from arl.codefix.policies import SCRIPTED
 from arl.codefix.tasks import CodeFixTask, all_tasks, episode_names, get_task, tasks_for
-from arl.env import Environment
+from arl.env import Environment, Gymnasium
 from arl.gym.families import ACCUMULATORS
 from arl.text import BOS, END, NUM, UNK
+from arl.tools import Param, Tool, ToolCall, ToolSet
 
 SYSTEM_PROMPT = (
     "You fix one bug in a Python module with tools. One call per turn: read | test | submit | "
@@ -23,6 +24,40 @@ SYSTEM_PROMPT = (
 CHAT_CALL_TOKENS = 96  # a real model's call that has not ended by then is malformed
 RENDERINGS = 12  # distinct (accumulator, list name) pairs over episode seeds 0..11
 DATA_VERSION = 2  # bump when the scripted policies a base learns from change (cached bases)
+
+
+def call_of_text(text: str) -> ToolCall | None:
+    """A scripted call's text (`read`, a SEARCH/REPLACE block) as a tool call; None when it is
+    malformed."""
+    call = parse_text(text, True)
+    if isinstance(call, Malformed):
+        return None
+    if call.tool != "replace":
+        return ToolCall(call.tool)
+    return ToolCall("replace", {"old": call.old, "new": call.new})
+
+
+# CodeFix's tools as a model calls them natively and through the bridges (TRL, verl); a
+# replace is written as its SEARCH/REPLACE block, the others as their names
+TOOLSET = ToolSet(
+    system="You fix one bug in a Python module with the tools: read it, test it, replace "
+    "text in it, then submit. Call one tool per turn.",
+    tools=(
+        Tool("read", "Show the module to fix."),
+        Tool("test", "Run the public tests on the current module; answers each test's status."),
+        Tool(
+            "replace",
+            "Replace text in the module: old must occur in it exactly once.",
+            (
+                Param("old", "the exact old text (one or more lines)"),
+                Param("new", "the new text (empty: delete)"),
+            ),
+            text=replace_text,
+        ),
+        Tool("submit", "Submit the current module and end the episode; hidden tests grade it."),
+    ),
+    from_text=call_of_text,
+)
 
 
 def renderings(task: CodeFixTask) -> list[tuple[str | None, str]]:
@@ -88,6 +123,9 @@ CODEFIX = Environment(
     corpus=corpus,
     fingerprint=fingerprint,
     summary=summary,
+    title="CodeFix",
+    tools=TOOLSET,
+    gymnasium=Gymnasium("arl/CodeFix-v0", "arl.codefix.gymnasium_env:CodeFixGymnasiumEnv"),
 )
 
 __all__ = ["CODEFIX", "episode_names"]

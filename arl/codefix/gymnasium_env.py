@@ -23,7 +23,7 @@ from arl.errors import ArlError
 from arl.gym.gymnasium_env import BugFixGymnasiumEnv, LiveText
 from arl.types import Observation, TextCall
 
-ENV_ID = "arl/CodeFix-v0"
+ENV_ID = CODEFIX.gymnasium.id  # "arl/CodeFix-v0"
 MAX_CHARS = 16_384  # no module, test report or call of CodeFix comes near this
 
 

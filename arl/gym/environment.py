@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from arl.env import Environment
+from arl.env import Environment, Gymnasium
 from arl.gym.env import BugFixEnv, EnvConfig
 from arl.gym.families import ACCUMULATORS, FAMILIES, NAME_NOUNS, NAME_VERBS
-from arl.gym.grammar import source_words
+from arl.gym.grammar import END, OPS, Malformed, parse_call, source_words
 from arl.gym.policies import SCRIPTED
 from arl.gym.tasks import all_tasks, get_task, gym_words, tasks_for
 from arl.text import Vocab, make_vocab
+from arl.tools import Param, Tool, ToolCall, ToolSet
 
 SYSTEM_PROMPT = (
     "You fix one bug in a Python function with tools. One call per turn: "
@@ -16,6 +17,37 @@ SYSTEM_PROMPT = (
     "hardcode_tests; init takes the accumulator's name."
 )
 CHAT_CALL_TOKENS = 16  # a real model's call that has not ended by then is malformed
+
+
+def call_of_text(text: str) -> ToolCall | None:
+    """A scripted call's text (`edit init total`) as a tool call; None when it is malformed."""
+    call = parse_call(text.split() + [END])
+    if isinstance(call, Malformed):
+        return None
+    if call.tool != "edit":
+        return ToolCall(call.tool)
+    return ToolCall("edit", {"op": call.op, **({"name": call.arg} if call.arg else {})})
+
+
+# BugFix's tools as a model calls them natively and through the bridges (TRL, verl)
+TOOLSET = ToolSet(
+    system="You fix one bug in a Python function with the tools: read it, test it, apply "
+    "one edit op, then submit. Call one tool per turn.",
+    tools=(
+        Tool("read", "Show the source of the function to fix."),
+        Tool("test", "Run the public tests on the current source; answers how many pass."),
+        Tool(
+            "edit",
+            "Apply one edit op to the function (one edit per episode).",
+            (
+                Param("op", "the edit op (init also takes the accumulator's name)", enum=OPS),
+                Param("name", "init only: the accumulator's name", required=False),
+            ),
+        ),
+        Tool("submit", "Submit the current source and end the episode; hidden tests grade it."),
+    ),
+    from_text=call_of_text,
+)
 
 
 def corpus() -> list[list[str]]:
@@ -52,6 +84,9 @@ BUGFIX = Environment(
     policies=SCRIPTED,
     corpus=corpus,
     fingerprint=fingerprint,
+    title="BugFix",
+    tools=TOOLSET,
+    gymnasium=Gymnasium("arl/BugFix-v0", "arl.gym.gymnasium_env:BugFixGymnasiumEnv"),
 )
 
 

@@ -40,7 +40,7 @@ from arl.gym.grammar import UNK
 from arl.gym.tasks import Task, gym_words
 from arl.types import Observation
 
-ENV_ID = "arl/BugFix-v0"
+ENV_ID = BUGFIX.gymnasium.id  # "arl/BugFix-v0"
 MAX_OBS_WORDS = 512  # TinyAgent's block_size: no observation is longer than an episode
 RESET_OPTIONS = ("task", "split", "accumulator")
 
@@ -232,4 +232,4 @@ def _check_split(split: str) -> str:
 def register() -> None:
     """Register "arl/BugFix-v0" with Gymnasium, once (`import arl` does the same, lazily)."""
     if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point=f"{__name__}:BugFixGymnasiumEnv")
+        gym.register(id=ENV_ID, entry_point=BUGFIX.gymnasium.entry_point)

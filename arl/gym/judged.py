@@ -284,5 +284,7 @@ BUGFIX_JUDGED = replace(
     policies=POLICIES,
     fingerprint=fingerprint,
     summary=summary,
+    title="BugFixJudged",  # BugFix's tools (a note is not among them); no Gymnasium id
+    gymnasium=None,
 )
 assert isinstance(BUGFIX_JUDGED, Environment)

@@ -23,7 +23,7 @@ from typing import ClassVar
 
 from arl.env import Environment
 from arl.gym.env import BugFixEnv, BugFixOutcome, EnvConfig, call_words
-from arl.gym.environment import SYSTEM_PROMPT
+from arl.gym.environment import SYSTEM_PROMPT, TOOLSET
 from arl.gym.environment import corpus as bugfix_corpus
 from arl.gym.families import ACCUMULATORS
 from arl.gym.grammar import END, Call, Malformed, identifier_pieces, source_words
@@ -209,6 +209,7 @@ def _environment(name: str, env_type: type, config_type: type) -> Environment:
             + [(t.name, t.buggy_source, t.split) for t in leak_tasks(name)]
         ),
         summary=summary,
+        tools=TOOLSET,  # BugFix's native tools (`log` is not among them), as before
     )
 
 

@@ -89,7 +89,7 @@ class ChatRenderer:
             return replace(
                 self, system=environment.system_prompt, max_call_tokens=environment.chat_call_tokens
             )
-        tools = toolcalls.toolset(environment.name)
+        tools = environment.tools or toolcalls.toolset(environment.name)  # None: an error
         return replace(
             self,
             system=tools.system,

@@ -124,12 +124,13 @@ def weak_base_data(
     config: BaseConfig = BaseConfig(), environment: Environment | str = "bugfix"
 ) -> list[Trajectory]:
     """Blind and read-then-guess episodes on every training task (160 by default)."""
-    plan = (
-        ["blind"] * config.weak_blind_per_task
-        + ["random_wellformed"] * config.weak_random_per_task
-        + ["unskilled"] * config.weak_unskilled_per_task
+    env = _env(environment)
+    plan = (  # scripted policies by role (arl.env.ROLES), as the environment casts them
+        [env.role("blind")] * config.weak_blind_per_task
+        + [env.role("random_wellformed")] * config.weak_random_per_task
+        + [env.role("unskilled")] * config.weak_unskilled_per_task
     )
-    jobs = [(t, p) for t in _env(environment).tasks("train") for p in plan]
+    jobs = [(t, p) for t in env.tasks("train") for p in plan]
     return [
         scripted_rollout(p, t, seed=episode_seed(config.seed, k)) for k, (t, p) in enumerate(jobs)
     ]
@@ -137,7 +138,8 @@ def weak_base_data(
 
 def oracle_demos(environment: Environment | str = "bugfix") -> list[Trajectory]:
     """One oracle demonstration per training task (BugFix: 20)."""
-    return [scripted_rollout("oracle", t, seed=0) for t in _env(environment).tasks("train")]
+    env = _env(environment)
+    return [scripted_rollout(env.role("oracle"), t, seed=0) for t in env.tasks("train")]
 
 
 def oracle_sft_data(
@@ -151,7 +153,7 @@ def oracle_sft_data(
     """
     env = _env(environment)
     return [
-        scripted_rollout("oracle", t, seed=k, wrap_obs=wrap_obs, renderer=renderer)
+        scripted_rollout(env.role("oracle"), t, seed=k, wrap_obs=wrap_obs, renderer=renderer)
         for t in env.tasks("train")
         for k in range(env.renderings)
     ]
