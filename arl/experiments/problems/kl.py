@@ -239,8 +239,8 @@ PROBLEM_6 = Problem(
             Claim(
                 text="at beta 0.2 the penalty binds: the reward gradient no longer outweighs "
                 "the penalty gradient",
-                effect="the KL term's gradient norm over the policy gradient's (kl/grad_ratio, "
-                "each step's first-pass mean norms; none where the policy gradient is 0), median "
+                effect="the KL term's gradient norm over the policy gradient's (kl/grad_ratio, on "
+                "each step's first update; none where the policy gradient is 0), median "
                 "over the second half of the steps, beta 0.2 (> 1: the penalty's gradient at "
                 "least the reward's)",
                 threshold=1.0,
