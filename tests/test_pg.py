@@ -431,6 +431,7 @@ def _old_accumulate(
     entropy_coef=0.0,
     microbatch_size=None,
     weights=pg.step_weights,
+    kl_grad=False,  # the trainer passes it (Problem 6's gradient split); off in these runs
 ):
     """accumulate_policy_gradient as it was before the seam (commit 1c6be4a): ppo_token_loss
     called by name, clip_frac and capped_frac counted here. Kept to pin ppo's results."""

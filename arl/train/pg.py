@@ -44,10 +44,11 @@ from arl.train.checkpoint import LoopState
 from arl.train.common import Hook, frozen_logprobs, hook_due, make_optimizer, optimizer_step
 from arl.train.pg_config import PGConfig
 from arl.train.pg_groups import Drawn, Rollouts, group_rewards
-from arl.train.pg_losses import LOSSES, LossInputs
+from arl.train.pg_losses import LOSSES, LossInputs, kl_part
 from arl.train.pg_metrics import (
     RunLog,
     evaluate_tasks,
+    grad_parts,
     mismatch_stats,
     quantile,
     rollout_metrics,
@@ -112,12 +113,16 @@ def accumulate_policy_gradient(
     entropy_coef: float = 0.0,
     microbatch_size: int | None = None,
     weights: TokenWeights = step_weights,
+    kl_grad: bool = False,
 ) -> dict[str, float]:
     """Backward the PG loss of `batch` in microbatches; grads add up to the one-batch gradient.
 
     The normalizers (tokens, episodes) are counted over the whole batch before the first
     backward pass (Problem 2). prox_logp (B, T) is pi_prox; None means "the current
     weights" (a single update per batch, where pi_prox = pi_theta before the step).
+    kl_grad (with a KL in the loss): also the KL term's gradient apart (one more backward
+    pass per microbatch), to log its norm against the rest's, the policy gradient's
+    (pg_metrics.grad_parts; Problem 6's measure of a binding penalty).
     """
     B = batch.input_ids.size(0)
     n_tokens = float(batch.action_mask.sum())
@@ -128,6 +133,11 @@ def accumulate_policy_gradient(
     own = dict.fromkeys(loss_fn.stats, 0.0)  # the loss's statistics, summed over policy tokens
     ref_abs: list[torch.Tensor] = []
     mu_abs: list[torch.Tensor] = []
+    split = kl_grad and ref_logp is not None and config.kl_in == "loss"
+    params = [p for p in model.parameters() if p.requires_grad]
+    if split:  # the gradient already there (none within optimizer_step), and the KL term's
+        before = [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in params]
+        g_kl = [torch.zeros_like(p) for p in params]
     for idx in splits:
         mb = rows(batch, idx)
         on = mb.action_mask.bool()  # (b, T)
@@ -147,6 +157,13 @@ def accumulate_policy_gradient(
             ref_logp=ref if config.kl_in == "loss" else None,
         )
         loss, stats = loss_fn.fn(inputs, config)
+        if split:
+            part = torch.autograd.grad(
+                kl_part(inputs, config), params, retain_graph=True, allow_unused=True
+            )
+            for acc, g in zip(g_kl, part, strict=True):
+                if g is not None:
+                    acc += g
         loss.backward()
         sums["loss"] += float(loss.detach())
         sums["ent"] += float(ent.detach()[on].sum())
@@ -170,6 +187,10 @@ def accumulate_policy_gradient(
     }
     if ref_logp is not None:
         out |= {"kl/ref_k3": sums["ref_k3"] / n, "kl/ref_absq99": quantile(ref_abs, 0.99)}
+    if split:  # this call's gradient: what its backward passes added
+        now = [torch.zeros_like(p) if p.grad is None else p.grad for p in params]
+        total = [g - b for g, b in zip(now, before, strict=True)]
+        out |= grad_parts(total, g_kl)
     return out
 
 
@@ -185,6 +206,7 @@ class StepContext:
     collate_fn: Collate  # trajectories -> the batch the loss sees
     rollouts: Rollouts  # where the groups are sampled: this process or Ray workers
     teacher: TinyAgent | None = None  # on-policy distillation's frozen teacher (arl.train.distill)
+    kl_grad: bool = False  # split the KL term's gradient from the PG's, on each step's first update
 
 
 @dataclass(frozen=True)
@@ -238,24 +260,31 @@ def minibatches(rng: random.Random, config: PGConfig, B: int) -> Iterator[torch.
         yield from torch.tensor(order).tensor_split(config.minibatches)
 
 
-def minibatch_backward(run: StepContext, s: LoopState, scored: Scored, idx, stats: list) -> float:
+def minibatch_backward(
+    run: StepContext, s: LoopState, scored: Scored, idx, stats: list, kl_grad: bool = False
+) -> float:
     """The accumulated backward passes of the episodes idx (B',), as optimizer_step runs them:
-    their statistics appended to `stats`, their loss returned."""
+    their statistics appended to `stats`, their loss returned; kl_grad: with the KL term's
+    gradient split from the policy gradient's (accumulate_policy_gradient)."""
     mb, adv = rows(scored.batch, idx), scored.adv[idx]
     prox, ref = (None if x is None else x[idx] for x in (scored.prox, scored.ref_logp))
     stats.append(
-        accumulate_policy_gradient(run.model, mb, adv, run.config, prox, ref, s.entropy_coef)
+        accumulate_policy_gradient(
+            run.model, mb, adv, run.config, prox, ref, s.entropy_coef, kl_grad=kl_grad
+        )
     )
     return stats[-1]["loss"]
 
 
 def update(run: StepContext, s: LoopState, scored: Scored, step: int) -> dict[str, float]:
     """epochs x minibatches checked optimizer steps on the scored batch; the update's metrics,
-    with the learning rate the optimizer stepped with."""
+    with the learning rate the optimizer stepped with. With run.kl_grad the gradient is split
+    on the step's first update (at pi_prox: one extra backward pass a step, not one an update)."""
     config, stats, norms = run.config, [], []
     lr = float(s.opt.param_groups[0]["lr"])
-    for idx in minibatches(s.rng, config, scored.adv.shape[0]):
-        backward = partial(minibatch_backward, run, s, scored, idx, stats)
+    for i, idx in enumerate(minibatches(s.rng, config, scored.adv.shape[0])):
+        split = run.kl_grad and i == 0
+        backward = partial(minibatch_backward, run, s, scored, idx, stats, split)
         _, norm = optimizer_step(run.model, s.opt, backward, config.grad_clip, f"step {step}")
         norms.append(norm)
     return update_metrics(stats, norms, config.minibatches, LOSSES[config.loss]) | {"lr": lr}
@@ -338,6 +367,7 @@ def train_pg(
     collate_fn: Collate = collate,
     teacher: TinyAgent | None = None,
     on_start: Callable[[], None] | None = None,
+    kl_grad: bool = False,
 ) -> list[dict]:
     """Train `model` in place on `tasks` (default: config.env's of config.split); step metrics.
 
@@ -350,7 +380,9 @@ def train_pg(
     before the optimizer steps. collate_fn is a seam for the problems' deliberate bugs. With
     config.teacher_weight > 0, `teacher` (the loaded config.teacher) scores every sampled
     token: on-policy distillation (arl.train.distill). on_start() runs once every check
-    passed (the teacher's, a resume's), before the first step: a caller's header line."""
+    passed (the teacher's, a resume's), before the first step: a caller's header line.
+    kl_grad: each step also logs the KL term's gradient norm, the policy gradient's and their
+    ratio (`kl/grad_ratio`), split on its first update (one more backward pass; Problem 6)."""
     if (teacher is not None) != bool(config.teacher_weight):
         raise ArlError("train_pg: a teacher needs teacher_weight > 0, and teacher_weight one")
     if teacher is not None:
@@ -375,6 +407,7 @@ def train_pg(
             collate_fn=collate_fn,
             rollouts=Rollouts(model, config, pool),
             teacher=teacher,
+            kl_grad=kl_grad,
         )
         model.train()
         try:

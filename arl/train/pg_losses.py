@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from arl.losses import gspo_token_loss, ppo_token_loss
+from arl.losses import gspo_token_loss, kl_to_reference, ppo_token_loss
 
 PGConfig = Any  # arl.train.pg_config.PGConfig, which imports this module for its names
 
@@ -105,6 +105,16 @@ def gspo(inputs: LossInputs, config: PGConfig) -> tuple[torch.Tensor, dict[str, 
     )
     loss = (inputs.weights * tok).sum()
     return loss, token_counts(inputs, clip_frac=clipped, capped_frac=capped)
+
+
+def kl_part(inputs: LossInputs, config: PGConfig) -> torch.Tensor:
+    """The KL term every loss adds (arl.losses.regularized's beta * KL_t), weighted as the loss
+    weighs its tokens: the scalar whose gradient is the penalty's (Problem 6 measures it apart
+    from the policy gradient's). 0 without a reference in the loss."""
+    if inputs.ref_logp is None:
+        return inputs.logp.new_zeros(())
+    kl_BT = kl_to_reference(inputs.logp, inputs.ref_logp, config.kl)  # (b, T)
+    return (inputs.weights * config.kl_beta * kl_BT).sum()
 
 
 LOSSES: dict[str, PGLoss] = {

@@ -24,6 +24,8 @@ from arl.types import Trajectory
 
 REF_KEYS = ("kl/ref_k3", "kl/ref_absq99")
 MISMATCH_KEYS = ("mismatch/mean", "mismatch/p999")
+# the KL term's and the policy-gradient term's gradient norms, and their cosine (Problem 6)
+GRAD_KEYS = ("kl/grad_norm", "pg/grad_norm", "kl/grad_cos")
 
 
 def _pct(values: list[int], q: float) -> float | None:
@@ -43,6 +45,24 @@ def mismatch_stats(abs_parts: list[torch.Tensor]) -> dict[str, float]:
     if not x.numel():
         return dict.fromkeys(MISMATCH_KEYS, 0.0)
     return {"mismatch/mean": float(x.mean()), "mismatch/p999": quantile([x], 0.999)}
+
+
+def grad_parts(total: Sequence[torch.Tensor], kl: Sequence[torch.Tensor]) -> dict[str, float]:
+    """The gradient split into the KL term's (`kl`, one tensor per parameter) and the rest's,
+    the policy gradient's (total - kl): their global norms and the cosine between them (0 when
+    either is zero; negative: the penalty pulls against the reward)."""
+    g_kl = torch.cat([g.reshape(-1) for g in kl])  # (P,) every parameter
+    g_pg = torch.cat([(t - g).reshape(-1) for t, g in zip(total, kl, strict=True)])  # (P,)
+    n_kl, n_pg = float(g_kl.norm()), float(g_pg.norm())
+    cos = float(g_kl @ g_pg) / (n_kl * n_pg) if n_kl > 0 and n_pg > 0 else 0.0
+    return {"kl/grad_norm": n_kl, "pg/grad_norm": n_pg, "kl/grad_cos": cos}
+
+
+def grad_ratio(kl_norm: float, pg_norm: float) -> float | None:
+    """How far the penalty binds: the KL term's gradient norm over the policy gradient's (the
+    book's "the reward gradient no longer outweighs the penalty gradient" at >= 1); None when
+    the policy gradient is zero (every advantage 0: nothing for the penalty to outweigh)."""
+    return kl_norm / pg_norm if pg_norm > 0 else None
 
 
 def rollout_metrics(trajs: Sequence[Trajectory], config: PGConfig) -> dict[str, Any]:
@@ -82,10 +102,10 @@ def update_metrics(
     stats: list[dict[str, float]], grad_norms: list[float], minibatches: int, loss: PGLoss
 ):
     """One step's update diagnostics: first-pass means (every episode once, against the fixed
-    pi_prox) of the token statistics; the loss's own statistics (ppo: clip_frac, capped_frac),
-    each over the first pass or, if the loss says so, every update; loss and gradient norm over
-    all updates."""
-    first = {k: float(np.mean([s[k] for s in stats[:minibatches]])) for k in stats[0]}
+    pi_prox) of the token statistics (the gradient split's over the updates that measured it:
+    the first); the loss's own statistics (ppo: clip_frac, capped_frac), each over the first
+    pass or, if the loss says so, every update; loss and gradient norm over all updates."""
+    first = {k: float(np.mean([s[k] for s in stats[:minibatches] if k in s])) for k in stats[0]}
     every = set(loss.every_update)
     return {
         "entropy": first["entropy"],
@@ -96,9 +116,19 @@ def update_metrics(
         "kl/mu_absq99": first["kl/mu_absq99"],
         **{k: first[k] for k in MISMATCH_KEYS},
         **{k: first[k] for k in REF_KEYS if k in first},
+        **grad_split(first),
         "grad_norm": float(np.mean(grad_norms)),
         "loss": float(np.mean([s["loss"] for s in stats])),
     }
+
+
+def grad_split(first: dict[str, float]) -> dict[str, float | None]:
+    """The KL and policy-gradient norms and cosine of the updates that split the gradient (the
+    step's first), and the ratio of the norms, `kl/grad_ratio` (nothing when none split it)."""
+    if "kl/grad_norm" not in first:
+        return {}
+    ratio = grad_ratio(first["kl/grad_norm"], first["pg/grad_norm"])
+    return {**{k: first[k] for k in GRAD_KEYS}, "kl/grad_ratio": ratio}
 
 
 def evaluate_tasks(
