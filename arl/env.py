@@ -82,6 +82,8 @@ class Environment:
     fingerprint: Callable[[], list]  # what a model trained on it depends on (the base cache key)
     summary: Callable[[Sequence[Outcome]], dict] | None = None  # its own episode means
     splits: tuple[str, ...] = ("train", "heldout")
+    # the configs a base's retry play runs under in turn (CodeFix: helpful and terse errors)
+    play_configs: Callable[[], tuple[Any, ...]] = tuple
 
     def default_config(self) -> Any:
         return self.config_type()

@@ -5,11 +5,13 @@ from dataclasses import replace
 import pytest
 import torch
 
+from arl.errors import ArlError
 from arl.gym import default_vocab
 from arl.gym.families import ACCUMULATORS
 from arl.gym.grammar import OPS, source_words
 from arl.gym.policies import listing_variable
 from arl.gym.tasks import tasks_for
+from arl.sandbox import sandbox_available
 from arl.train import bases
 from arl.train.bases import (
     BaseConfig,
@@ -129,3 +131,42 @@ def test_a_cached_base_is_the_same_whichever_thread_count_trains_it(tmp_path, mo
     finally:
         torch.set_num_threads(before)
     assert all(torch.equal(built[0][k], built[1][k]) for k in built[0])
+
+
+def test_retry_play_is_off_by_default_and_keeps_the_old_cache_keys():
+    """`weak_retry_per_task` 0 is the recipe before it existed: the same data and the same
+    cache keys (computed before the field was added); any other value is a new key."""
+    key = bases._fingerprint
+    c = BaseConfig()
+    assert key("weak_base", c) == "6aaf61fa755f9228"  # the key of bases version 5, as cached
+    assert key("codefix-cold_start", BaseConfig(seed=3).quick(), "codefix") == "c1f9de6d243e1764"
+    retry = replace(c, weak_retry_per_task=2)
+    assert key("codefix-weak_base", retry, "codefix") != key("codefix-weak_base", c, "codefix")
+    assert key("codefix-cold_start", retry, "codefix") != key("codefix-cold_start", c, "codefix")
+    with pytest.raises(ArlError, match="no retry play"):
+        weak_base_data(retry)  # BugFix has none
+
+
+@pytest.mark.skipif(sandbox_available() is not None, reason="no sandbox here")
+def test_codefix_retry_play_fails_a_replace_then_retries_under_both_kinds_of_error():
+    """Each task's retry episodes alternate helpful and terse errors; after a failed blind
+    replace the play reads and replaces again, so a terse `error` is followed by a retry."""
+    from arl.codefix import tasks_for as codefix_tasks
+    from arl.codefix.probe import after_failure, replace_results
+    from arl.rollout import vocab_of
+
+    c = replace(BaseConfig(), weak_retry_per_task=2)
+    plain = weak_base_data(BaseConfig(), "codefix")
+    data = weak_base_data(c, "codefix")
+    n = len(codefix_tasks("train"))
+    assert len(plain) == 8 * n and len(data) == 10 * n
+    assert [t.ids_T for t in data[: 8 * n]] == [t.ids_T for t in plain]  # the old play, as was
+    vocab = vocab_of("codefix")
+    retries = data[8 * n :]
+    answers = [vocab.decode(t.ids_T[t.calls[0][1] : t.calls[1][0]]) for t in retries]
+    firsts = [a[1:-1] for a in answers]  # the blind replace's answer, without <obs> </obs>
+    assert sum(a == ["error"] for a in firsts) > 0.3 * n  # terse, the odd episodes
+    assert sum(a[:2] == ["error", "not_found"] for a in firsts) > 0.3 * n  # helpful, the even
+    assert all(a == ["error"] or a[:1] == ["ok"] for a in firsts[1::2])
+    counts = after_failure([replace_results(t, vocab) for t in retries])
+    assert counts.failed > 0.7 * len(retries) and counts.retried == counts.failed

@@ -52,6 +52,10 @@ class BaseConfig:
     weak_blind_per_task: int = 4  # blind episodes per training task in the weak-base data
     weak_random_per_task: int = 0  # well-formed random episodes per training task
     weak_unskilled_per_task: int = 4  # read-then-guess episodes per training task
+    # failed-replace-then-retry episodes per training task (the environment's `retry` play,
+    # under each of its play configs in turn: CodeFix's helpful and terse errors); 0 is the
+    # recipe before it existed, and leaves the cache key as it was (`_fingerprint`)
+    weak_retry_per_task: int = 0
     weak_steps: int = 150  # SFT steps of the weak base
     weak_lr: float = 1e-3
     weak_batch: int = 32
@@ -123,16 +127,30 @@ def new_model(config: BaseConfig, environment: Environment | str = "bugfix") -> 
 def weak_base_data(
     config: BaseConfig = BaseConfig(), environment: Environment | str = "bugfix"
 ) -> list[Trajectory]:
-    """Blind and read-then-guess episodes on every training task (160 by default)."""
+    """Blind and read-then-guess episodes on every training task (160 by default), and
+    `weak_retry_per_task` retry episodes, the k-th of a task under the environment's k-th play
+    config (cycling: CodeFix's helpful, then terse errors)."""
+    env = _env(environment)
+    if config.weak_retry_per_task and "retry" not in env.policies:
+        raise ArlError(f"weak_retry_per_task: the {env.name} environment has no retry play")
     plan = (
         ["blind"] * config.weak_blind_per_task
         + ["random_wellformed"] * config.weak_random_per_task
         + ["unskilled"] * config.weak_unskilled_per_task
     )
-    jobs = [(t, p) for t in _env(environment).tasks("train") for p in plan]
+    retries = [("retry", r) for r in range(config.weak_retry_per_task)]
+    jobs = [(t, p, None) for t in env.tasks("train") for p in plan]
+    jobs += [(t, p, _play_config(env, r)) for t in env.tasks("train") for p, r in retries]
     return [
-        scripted_rollout(p, t, seed=episode_seed(config.seed, k)) for k, (t, p) in enumerate(jobs)
+        scripted_rollout(p, t, seed=episode_seed(config.seed, k), env_config=c)
+        for k, (t, p, c) in enumerate(jobs)
     ]
+
+
+def _play_config(environment: Environment, k: int):
+    """The k-th of the environment's play configs, cycling (its default when it has none)."""
+    configs = environment.play_configs()
+    return configs[k % len(configs)] if configs else None
 
 
 def oracle_demos(environment: Environment | str = "bugfix") -> list[Trajectory]:
@@ -179,10 +197,17 @@ ORACLE_FIELDS = (
 )
 
 
+# fields added after bases were cached, with the default that is the recipe before them
+LATER_FIELDS = {"weak_retry_per_task": 0}
+
+
 def _fingerprint(kind: str, config: BaseConfig, environment: Environment | str = "bugfix") -> str:
     """The cache key: the recipe version, the settings `kind` depends on, and the environment."""
     gym = _env(environment).fingerprint()
     settings = asdict(config)
+    for k, v in LATER_FIELDS.items():  # at their defaults, as if they did not exist: old keys
+        if settings[k] == v:
+            del settings[k]
     if kind.endswith("weak_base"):  # a sweep over oracle-SFT settings reuses one weak base
         settings = {k: v for k, v in settings.items() if k not in ORACLE_FIELDS}
     blob = json.dumps([kind, BASES_VERSION, settings, gym], default=str)
