@@ -149,24 +149,29 @@ def test_retry_play_is_off_by_default_and_keeps_the_old_cache_keys():
 
 @pytest.mark.skipif(sandbox_available() is not None, reason="no sandbox here")
 def test_codefix_retry_play_fails_a_replace_then_retries_under_both_kinds_of_error():
-    """Each task's retry episodes alternate helpful and terse errors; after a failed blind
-    replace the play reads and replaces again, so a terse `error` is followed by a retry."""
+    """With retry play, each task's plays (4 blind, 4 read-then-guess, 2 retry) are answered
+    with helpful and terse errors in turn; after a failed blind replace the retry play reads
+    and replaces again, so a terse `error` is followed by a retry as often as a helpful one."""
     from arl.codefix import tasks_for as codefix_tasks
     from arl.codefix.probe import after_failure, replace_results
     from arl.rollout import vocab_of
 
-    c = replace(BaseConfig(), weak_retry_per_task=2)
-    plain = weak_base_data(BaseConfig(), "codefix")
-    data = weak_base_data(c, "codefix")
+    data = weak_base_data(replace(BaseConfig(), weak_retry_per_task=2), "codefix")
     n = len(codefix_tasks("train"))
-    assert len(plain) == 8 * n and len(data) == 10 * n
-    assert [t.ids_T for t in data[: 8 * n]] == [t.ids_T for t in plain]  # the old play, as was
+    assert len(data) == 10 * n
     vocab = vocab_of("codefix")
-    retries = data[8 * n :]
-    answers = [vocab.decode(t.ids_T[t.calls[0][1] : t.calls[1][0]]) for t in retries]
-    firsts = [a[1:-1] for a in answers]  # the blind replace's answer, without <obs> </obs>
-    assert sum(a == ["error"] for a in firsts) > 0.3 * n  # terse, the odd episodes
-    assert sum(a[:2] == ["error", "not_found"] for a in firsts) > 0.3 * n  # helpful, the even
-    assert all(a == ["error"] or a[:1] == ["ok"] for a in firsts[1::2])
-    counts = after_failure([replace_results(t, vocab) for t in retries])
-    assert counts.failed > 0.7 * len(retries) and counts.retried == counts.failed
+
+    def first_answer(t):  # the first call's answer, without <obs> </obs>
+        return vocab.decode(t.ids_T[t.calls[0][1] : t.calls[1][0]])[1:-1]
+
+    blind = [data[10 * i + r] for i in range(n) for r in range(4)]
+    retries = [data[10 * i + 8 + r] for i in range(n) for r in range(2)]
+    for eps in (blind, retries):  # even: helpful, odd: terse
+        assert all(first_answer(t) in (["error"], ["ok"]) for t in eps[1::2])
+        assert sum(first_answer(t)[:2] == ["error", "not_found"] for t in eps[0::2]) > 0.3 * n
+        assert sum(first_answer(t) == ["error"] for t in eps[1::2]) > 0.3 * n
+    for kind in (retries[0::2], retries[1::2]):
+        counts = after_failure([replace_results(t, vocab) for t in kind])
+        assert counts.failed > 0.7 * len(kind) and counts.retried == counts.failed
+    plain = weak_base_data(BaseConfig(), "codefix")  # without retry play: helpful errors only
+    assert len(plain) == 8 * n and not any(first_answer(t) == ["error"] for t in plain)

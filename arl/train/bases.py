@@ -52,9 +52,10 @@ class BaseConfig:
     weak_blind_per_task: int = 4  # blind episodes per training task in the weak-base data
     weak_random_per_task: int = 0  # well-formed random episodes per training task
     weak_unskilled_per_task: int = 4  # read-then-guess episodes per training task
-    # failed-replace-then-retry episodes per training task (the environment's `retry` play,
-    # under each of its play configs in turn: CodeFix's helpful and terse errors); 0 is the
-    # recipe before it existed, and leaves the cache key as it was (`_fingerprint`)
+    # failed-replace-then-retry episodes per training task (the environment's `retry` play);
+    # above 0, every play runs under each of the environment's play configs in turn (CodeFix:
+    # helpful and terse errors). 0 is the recipe before it existed, and leaves the cache key as
+    # it was (`_fingerprint`)
     weak_retry_per_task: int = 0
     weak_steps: int = 150  # SFT steps of the weak base
     weak_lr: float = 1e-3
@@ -127,20 +128,24 @@ def new_model(config: BaseConfig, environment: Environment | str = "bugfix") -> 
 def weak_base_data(
     config: BaseConfig = BaseConfig(), environment: Environment | str = "bugfix"
 ) -> list[Trajectory]:
-    """Blind and read-then-guess episodes on every training task (160 by default), and
-    `weak_retry_per_task` retry episodes, the k-th of a task under the environment's k-th play
-    config (cycling: CodeFix's helpful, then terse errors)."""
+    """Blind and read-then-guess episodes on every training task (160 by default). With
+    `weak_retry_per_task` above 0, also that many retry episodes per task, and every play's
+    k-th episode of a task runs under the environment's k-th play config in turn (CodeFix:
+    helpful, then terse errors), so that no kind of error is tied to one habit (giving up
+    after a blind guess, or retrying)."""
     env = _env(environment)
     if config.weak_retry_per_task and "retry" not in env.policies:
         raise ArlError(f"weak_retry_per_task: the {env.name} environment has no retry play")
     plan = (
-        ["blind"] * config.weak_blind_per_task
-        + ["random_wellformed"] * config.weak_random_per_task
-        + ["unskilled"] * config.weak_unskilled_per_task
+        [("blind", r) for r in range(config.weak_blind_per_task)]
+        + [("random_wellformed", r) for r in range(config.weak_random_per_task)]
+        + [("unskilled", r) for r in range(config.weak_unskilled_per_task)]
     )
-    retries = [("retry", r) for r in range(config.weak_retry_per_task)]
-    jobs = [(t, p, None) for t in env.tasks("train") for p in plan]
-    jobs += [(t, p, _play_config(env, r)) for t in env.tasks("train") for p, r in retries]
+    mixed = config.weak_retry_per_task > 0
+    plan += [("retry", r) for r in range(config.weak_retry_per_task)]
+    jobs = [
+        (t, p, _play_config(env, r) if mixed else None) for t in env.tasks("train") for p, r in plan
+    ]
     return [
         scripted_rollout(p, t, seed=episode_seed(config.seed, k), env_config=c)
         for k, (t, p, c) in enumerate(jobs)
