@@ -111,6 +111,9 @@ def ch15_record() -> dict:
     from arl.experiments import ch15_book, ch15_rules
     from arl.experiments.ch15_config import Ch15Config
     from arl.experiments.ch15_summary import REPRODUCED_SHARE
+    from arl.train.bases import base_settings
+
+    config = Ch15Config()
 
     thresholds = {
         k: v
@@ -131,7 +134,7 @@ def ch15_record() -> dict:
             },
             "thresholds": thresholds,
             "rules_code_sha256": code_sha256([f"arl.experiments.{m}" for m in CH15_RULES]),
-            "settings": asdict(Ch15Config()),
+            "settings": {**asdict(config), "base": base_settings(config.base)},
             "tuned": ch15_book.TUNED,
             "seeds": ch15_book.JUDGED_SEEDS,
             "reproduced": f"a row's rule holds on at least {REPRODUCED_SHARE:.0%} of the seeds",

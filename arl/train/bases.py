@@ -206,13 +206,20 @@ ORACLE_FIELDS = (
 LATER_FIELDS = {"weak_retry_per_task": 0}
 
 
+def base_settings(config: BaseConfig) -> dict:
+    """The config as a dict, without the LATER_FIELDS at their defaults: what a cache key or a
+    locked rule recorded before those fields existed, so that neither changes."""
+    settings = asdict(config)
+    for k, v in LATER_FIELDS.items():
+        if settings[k] == v:
+            del settings[k]
+    return settings
+
+
 def _fingerprint(kind: str, config: BaseConfig, environment: Environment | str = "bugfix") -> str:
     """The cache key: the recipe version, the settings `kind` depends on, and the environment."""
     gym = _env(environment).fingerprint()
-    settings = asdict(config)
-    for k, v in LATER_FIELDS.items():  # at their defaults, as if they did not exist: old keys
-        if settings[k] == v:
-            del settings[k]
+    settings = base_settings(config)
     if kind.endswith("weak_base"):  # a sweep over oracle-SFT settings reuses one weak base
         settings = {k: v for k, v in settings.items() if k not in ORACLE_FIELDS}
     blob = json.dumps([kind, BASES_VERSION, settings, gym], default=str)

@@ -75,7 +75,11 @@ PASS, APPLY = "eval/train_pass", "eval/train_apply_rate"  # the fixed evaluation
 # retry episodes per training task in the CodeFix weak base's play (half helpful, half terse
 # errors): as many as its blind and its read-then-guess episodes (4 each); not tuned
 RETRY = 4
-PROBE_SAMPLES = 8  # probe episodes per training task, per start and kind of error
+# probe episodes per training task, per start and kind of error: at 8 (224 episodes) the weak
+# base of tuning seed 100 replaced again after 52 (helpful) and 71 (terse) failed openings; at
+# 32 (896 episodes), after 223 and 275, so that the apply rate after a failure rests on
+# some 200 replaces per arm (about 20 s of wall time an arm on a shared two-core machine)
+PROBE_SAMPLES = 32
 PROBE_SEED = 1_400  # the probe's episodes are seeded seed + PROBE_SEED: fixed, and the same
 # for both kinds of error (the arms are paired episode by episode up to the policy's sampling)
 STARTS = ("weak", "cold")  # the probe's starts: the weak base and the cold start, before RL
@@ -328,6 +332,15 @@ PROBLEM_14 = Problem(
         },
     },
     tuned=(
+        Tuning(
+            "probe_samples",
+            PROBE_SAMPLES,
+            (100,),
+            "the retry probe on the weak base (with retry play) of seed 100 at 8 and 32 episodes "
+            "per training task: at 8, 52 (helpful) and 71 (terse) of 224 episodes replaced again "
+            "after the failed opening, too few replaces for the apply rate after a failure; at "
+            "32, 223 and 275 of 896",
+        ),
         Tuning(
             "lr",
             LR,
