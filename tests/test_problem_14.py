@@ -76,8 +76,9 @@ def _script(calls):
 def test_replace_results_reads_each_parsed_replace_and_the_unanswered_last_one(errors):
     """Six calls, by hand: a misquoted replace (fails), read, the oracle's replace (applies), a
     replace without `with` (malformed: not a replace), a replace of a word by itself (fails:
-    no change, or it matches more than once), and, on the last turn, the fix undone, which applies with no answer shown
-    (the outcome's counts tell): [F, T, F, T]; 4 replaces, 2 applied."""
+    no change, or it matches more than once), and, on the last turn, the fix undone, which
+    applies with no answer shown (the outcome's counts tell): [F, T, F, T]; 4 replaces, 2
+    applied."""
     from arl.codefix.listing import texts
     from arl.codefix.policies import oracle_fix
     from arl.gym.grammar import identifier_pieces
@@ -174,3 +175,13 @@ def test_a_quick_seed_gives_every_claims_effect_and_the_probe_behind_the_new_one
         p["cold"]["helpful"]["pass"] - p["cold"]["terse"]["pass"]
     )
     assert "Retry probe" in r["detail"]
+
+
+@needs_sandbox
+def test_the_arms_and_the_probe_are_drawn_over_seeds(quick_seed, tmp_path):
+    from arl.experiments.problems.freeform import draw_14
+
+    per_seed = [{**quick_seed, "seed": 0}, {**quick_seed, "seed": 1}]
+    draw_14(per_seed, tmp_path / "problem-14.png")
+    assert (tmp_path / "problem-14.png").stat().st_size > 10_000
+    assert (tmp_path / "problem-14-probe.png").stat().st_size > 10_000

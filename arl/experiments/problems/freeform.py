@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 
@@ -51,7 +52,11 @@ from arl.experiments.problems.common import (
     first_last,
     first_to_last,
     head_mean,
+    new_figure,
     rl_config,
+    save_figure,
+    seeds_label,
+    sem,
     series,
     tail_mean,
 )
@@ -198,6 +203,42 @@ def _mean(h: list[dict], key: str) -> float:
     return float(np.mean(xs)) if xs else 0.0
 
 
+_ARMS_FIGURE = arms_figure(
+    [
+        (PASS, "train pass rate (fixed evaluation)"),
+        (APPLY, "edit-apply rate (fixed evaluation)"),
+    ],
+    "Problem 14: a menu of edit ops against free-form replace edits",
+)
+
+
+def draw_14(per_seed: list[dict], path: Path) -> None:
+    """The RL arms' figure at `path`, and beside it (problem-14-probe.png) the retry probe:
+    per start, helpful and terse errors' apply rate after a failure, retry rate and pass rate,
+    mean +- SE over seeds with each seed's value as a dot."""
+    _ARMS_FIGURE(per_seed, path)
+    panels = (
+        ("apply_after_failure", "apply rate of a replace after a failed one"),
+        ("retry_rate", "episodes that replace again"),
+        ("pass", "pass rate"),
+    )
+    fig, axes = new_figure(len(panels))
+    for ax, (key, label) in zip(axes, panels, strict=True):
+        for j, errors in enumerate(("helpful", "terse")):
+            for i, start in enumerate(STARTS):
+                v = np.array([r["probe"][start][errors][key] for r in per_seed])
+                x = i + (j - 0.5) * 0.35
+                ax.bar(x, v.mean(), 0.35, yerr=sem(v), color=f"C{j}", alpha=0.7,
+                       label=errors if i == 0 else None)  # fmt: skip
+                ax.plot([x] * len(v), v, "k.", ms=3)
+        ax.set_xticks(range(len(STARTS)), ["weak base", "cold start"])
+        ax.set_ylabel(label)
+        ax.set_ylim(0, 1)
+    axes[0].legend(fontsize=8, frameon=False)
+    title = f"Problem 14: retry probe, a failed opening replace ({seeds_label(per_seed)})"
+    save_figure(path.with_name("problem-14-probe.png"), fig, title)
+
+
 PROBLEM_14 = Problem(
     problem_14,
     Claim(
@@ -211,13 +252,7 @@ PROBLEM_14 = Problem(
         "everything but make most random actions invalid",
         cause="the weak base already quotes the listing well enough for most of its edits to apply",
     ),
-    arms_figure(
-        [
-            (PASS, "train pass rate (fixed evaluation)"),
-            (APPLY, "edit-apply rate (fixed evaluation)"),
-        ],
-        "Problem 14: a menu of edit ops against free-form replace edits",
-    ),
+    draw_14,
     more=(
         (
             "slower",
