@@ -129,6 +129,9 @@ class Environment:
             raise ArlError(f"unknown role {role!r} (choose from {', '.join(ROLES)})")
         return self.policies[self.roles[role]]
 
+    # the configs a base's retry play runs under in turn (CodeFix: helpful and terse errors)
+    play_configs: Callable[[], tuple[Any, ...]] = tuple
+
     def default_config(self) -> Any:
         return self.config_type()
 

@@ -57,6 +57,8 @@ class WordRenderer:
         return " ".join(w for w in self.vocab.decode(ids) if w != END)
 
 
+# a first call forced on every episode: its words, or a function of the reset env giving them
+Opening = Sequence[str] | Callable[[Env], Sequence[str]]
 REPORT_AFTER_S = 5.0  # a batch decoding longer than this reports its progress
 
 
@@ -184,12 +186,14 @@ def rollout_batch(
     vocab: Vocab | None = None,
     wrap_obs: bool = True,
     use_cache: bool = True,
-    opening: Sequence[str] = (),
+    opening: Opening = (),
     on_step: Callable[[int, int], None] | None = None,
 ) -> list[Trajectory]:
     """Roll out one episode per task, all in one batched decode. Same seed, same ids.
     `opening`: the words of a first call forced on every episode (not sampled, log-prob 0), a
-    probe of how a policy continues from a start it would not choose (Problem 29).
+    probe of how a policy continues from a start it would not choose (Problem 29); or a
+    function of the freshly reset env giving each episode its own (Problem 14's failing
+    replace, built from the episode's file).
     `on_step(finished, B)`: called before each decoding step (a progress display)."""
     environment = environment_of_tasks(tasks)
     config = config_for(environment, env_config)
@@ -203,7 +207,8 @@ def rollout_batch(
         for k, t in enumerate(tasks)
     ]
     for ep in eps if opening else ():
-        _play_call(ep, opening, renderer, limit, room)
+        words = opening(ep.env) if callable(opening) else opening
+        _play_call(ep, words, renderer, limit, room)
     B = len(eps)
     pending: list[list[int]] = [list(ep.transcript.ids) for ep in eps]
     call_len = [0] * B  # tokens of each row's open call

@@ -5,11 +5,13 @@ from dataclasses import replace
 import pytest
 import torch
 
+from arl.errors import ArlError
 from arl.gym import default_vocab
 from arl.gym.families import ACCUMULATORS
 from arl.gym.grammar import OPS, source_words
 from arl.gym.policies import listing_variable
 from arl.gym.tasks import tasks_for
+from arl.sandbox import sandbox_available
 from arl.train import bases
 from arl.train.bases import (
     BaseConfig,
@@ -129,3 +131,47 @@ def test_a_cached_base_is_the_same_whichever_thread_count_trains_it(tmp_path, mo
     finally:
         torch.set_num_threads(before)
     assert all(torch.equal(built[0][k], built[1][k]) for k in built[0])
+
+
+def test_retry_play_is_off_by_default_and_keeps_the_old_cache_keys():
+    """`weak_retry_per_task` 0 is the recipe before it existed: the same data and the same
+    cache keys (computed before the field was added); any other value is a new key."""
+    key = bases._fingerprint
+    c = BaseConfig()
+    assert key("weak_base", c) == "6aaf61fa755f9228"  # the key of bases version 5, as cached
+    assert key("codefix-cold_start", BaseConfig(seed=3).quick(), "codefix") == "c1f9de6d243e1764"
+    retry = replace(c, weak_retry_per_task=2)
+    assert key("codefix-weak_base", retry, "codefix") != key("codefix-weak_base", c, "codefix")
+    assert key("codefix-cold_start", retry, "codefix") != key("codefix-cold_start", c, "codefix")
+    with pytest.raises(ArlError, match="no retry play"):
+        weak_base_data(retry)  # BugFix has none
+
+
+@pytest.mark.skipif(sandbox_available() is not None, reason="no sandbox here")
+def test_codefix_retry_play_fails_a_replace_then_retries_under_both_kinds_of_error():
+    """With retry play, each task's plays (4 blind, 4 read-then-guess, 2 retry) are answered
+    with helpful and terse errors in turn; after a failed blind replace the retry play reads
+    and replaces again, so a terse `error` is followed by a retry as often as a helpful one."""
+    from arl.codefix import tasks_for as codefix_tasks
+    from arl.codefix.probe import after_failure, replace_results
+    from arl.rollout import vocab_of
+
+    data = weak_base_data(replace(BaseConfig(), weak_retry_per_task=2), "codefix")
+    n = len(codefix_tasks("train"))
+    assert len(data) == 10 * n
+    vocab = vocab_of("codefix")
+
+    def first_answer(t):  # the first call's answer, without <obs> </obs>
+        return vocab.decode(t.ids_T[t.calls[0][1] : t.calls[1][0]])[1:-1]
+
+    blind = [data[10 * i + r] for i in range(n) for r in range(4)]
+    retries = [data[10 * i + 8 + r] for i in range(n) for r in range(2)]
+    for eps in (blind, retries):  # even: helpful, odd: terse
+        assert all(first_answer(t) in (["error"], ["ok"]) for t in eps[1::2])
+        assert sum(first_answer(t)[:2] == ["error", "not_found"] for t in eps[0::2]) > 0.3 * n
+        assert sum(first_answer(t) == ["error"] for t in eps[1::2]) > 0.3 * n
+    for kind in (retries[0::2], retries[1::2]):
+        counts = after_failure([replace_results(t, vocab) for t in kind])
+        assert counts.failed > 0.7 * len(kind) and counts.retried == counts.failed
+    plain = weak_base_data(BaseConfig(), "codefix")  # without retry play: helpful errors only
+    assert len(plain) == 8 * n and not any(first_answer(t) == ["error"] for t in plain)

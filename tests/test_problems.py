@@ -354,7 +354,17 @@ def test_problem_14_judges_each_of_its_claims_and_runs_every_arm(every_problem):
     assert [h["step"] for h in helpful if h["eval/train_apply_rate"] is not None] == [0, 2, 4]
     results = json.loads((every_problem / "problem-14" / "results.json").read_text())
     keys = [c["key"] for c in results["claims"]]
-    assert keys == ["effect", "slower", "helpful_apply", "cold_apply", "cold_pass", "new_families"]
+    assert keys == [
+        "effect",
+        "slower",
+        "helpful_apply",
+        "cold_apply",
+        "cold_pass",
+        "new_families",
+        "probe_weak",
+        "probe_cold",
+        "probe_cold_pass",
+    ]
     assert results["shown"] == all(c["shown"] for c in results["claims"])
     assert 0.0 <= r["new_families"] <= 1.0 and r["effect"] == pytest.approx(
         r["free-form, helpful"]["eval/train_apply_rate"]["first"], abs=1e-6

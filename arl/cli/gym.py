@@ -29,7 +29,7 @@ from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE
 
 POLICY_HELP = (
     "a scripted policy (bugfix: oracle, blind, search, unskilled, random, hardcode; codefix: "
-    "oracle, blind, near_miss, unskilled, search, random), untrained, weak (the weak base), "
+    "oracle, blind, near_miss, unskilled, retry, search, random), untrained, weak (the weak base), "
     "cold (the RL cold start), or a checkpoint directory"
 )
 OWNER_STYLE = {PROMPT: "bold magenta", POLICY: "bold green", ENV: "cyan", TEMPLATE: "dim"}

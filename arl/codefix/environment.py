@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
-from arl.codefix.env import CodeFixConfig, CodeFixEnv, CodeFixOutcome
+from arl.codefix.env import ERRORS, CodeFixConfig, CodeFixEnv, CodeFixOutcome
 from arl.codefix.families import FAMILIES, LIST_NAMES, NOUNS, VERBS
 from arl.codefix.grammar import OBS_WORDS, TOOLS, WITH, Malformed, parse_text, replace_text
 from arl.codefix.listing import listing, texts
@@ -108,6 +108,11 @@ def summary(outcomes: Sequence[CodeFixOutcome]) -> dict[str, float | None]:
     }
 
 
+def play_configs() -> tuple[CodeFixConfig, ...]:
+    """The configs the weak base's retry play runs under in turn: helpful, then terse errors."""
+    return tuple(CodeFixConfig(errors=e) for e in ERRORS)
+
+
 CODEFIX = Environment(
     name="codefix",
     families=FAMILIES,
@@ -126,6 +131,7 @@ CODEFIX = Environment(
     title="CodeFix",
     tools=TOOLSET,
     gymnasium=Gymnasium("arl/CodeFix-v0", "arl.codefix.gymnasium_env:CodeFixGymnasiumEnv"),
+    play_configs=play_configs,
 )
 
 __all__ = ["CODEFIX", "episode_names"]

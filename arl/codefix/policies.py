@@ -10,6 +10,10 @@ BugFix gym's do (arl.gym.policies), acting on what it read, never on the task's 
 - unskilled: read, then the fix of a family drawn at random, built from the listing as the
   oracle builds it when the listing has that family's cue (else the blind guess), test, submit:
   format without skill, the weak base's read-then-guess play (Section 15.2);
+- retry: the weak base's retry play (format without skill, after a failure): a blind replace;
+  after an error, read, then a second edit from what the error showed (the closest line of a
+  helpful `not_found`), or, when it showed nothing to quote (a terse `error`), a family drawn at
+  random as the listing has it; test, submit. Played under both kinds of error (Problem 14);
 - search: the shortcut probe: never reads; each family's blind fix in turn, testing after each
   one that applies, submitting once the public tests pass (what `not_found` and `matched` could
   teach a policy without reading);
@@ -180,6 +184,28 @@ def retry(listing: Sequence[str], answer: list[str], rng: random.Random) -> Edit
     return None
 
 
+def retrying(history: History, rng: random.Random) -> list[str]:
+    """A blind replace; after an error, read, then one more replace: `retry`'s edit from a
+    helpful error's closest line, else (a terse `error`, or a line no family fits) a family
+    drawn at random built from the listing (the unskilled guess); then test and submit. After a
+    blind replace that applied: test, submit."""
+    turn = len(history) - 1
+    if turn == 0:
+        return _replace(BLIND_FIXES[rng.choice(FAMILIES)])
+    failed = list(history[1][:1]) == ["error"]
+    if failed and turn == 1:
+        return ["read", END]
+    if failed and turn == 2:
+        edit = retry(history[2], list(history[1]), rng)
+        if edit is None:
+            family = rng.choice(FAMILIES)
+            lo, hi = function_words(history[2], _pieces(history))
+            edit = family_fix(history[2], lo, hi, family) or BLIND_FIXES[family]
+        return _replace(edit)
+    tested = list(history[-1][:1]) == ["passed"]
+    return (["submit"] if tested else ["test"]) + [END]
+
+
 def search(history: History, rng: random.Random) -> list[str]:
     """Never read: try each family's blind fix; after one that applies, test; submit when the
     public tests pass or the turns run out (a probe for a not_found / matched shortcut)."""
@@ -218,6 +244,7 @@ SCRIPTED: dict[str, ScriptedPolicy] = {
     "blind": blind,
     "near_miss": near_miss,
     "unskilled": unskilled,
+    "retry": retrying,
     "search": search,
     "random": make_random_policy(0.25, _RANDOM_WORDS),
     "random_wellformed": make_random_policy(0.0, _RANDOM_WORDS),

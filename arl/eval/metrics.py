@@ -17,7 +17,7 @@ from arl.batch import collate
 from arl.env import Task, environment_of_tasks
 from arl.losses import token_logprobs
 from arl.model import TinyAgent
-from arl.rollout import episode_seed, rollout_batch, scripted_rollout
+from arl.rollout import Opening, episode_seed, rollout_batch, scripted_rollout
 from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE, Trajectory
 
 
@@ -124,11 +124,12 @@ def run_policy(
     top_p: float = 1.0,
     batch_size: int = 128,
     wrap_obs: bool = True,
-    opening: Sequence[str] = (),
+    opening: Opening = (),
     progress: Callable[[str], None] | None = None,
 ) -> list[Trajectory]:
     """`samples` episodes per task, task-major order (task 0 sample 0, task 0 sample 1, ...);
-    `opening`: a first call forced on each model episode (rollout_batch); `progress(text)`:
+    `opening`: a first call forced on each model episode (rollout_batch: its words, or a
+    function of the episode's env); `progress(text)`:
     told where the sampling is, at every decoding step of a model (`arl eval --model` paces
     it into a line every few seconds)."""
     jobs = [t for t in tasks for _ in range(samples)]

@@ -24,6 +24,7 @@ from arl.experiments.ch15_summary import REPRODUCED_SHARE, aggregate, cost_table
 from arl.experiments.ch15_table import rows
 from arl.parallel import Folder, Placements, Where, run_many
 from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, plain
+from arl.train.bases import base_settings
 
 CH15_RULES = ("ch15_rules", "ch15_table", "ch15_table_design")  # the modules its rules are
 
@@ -31,6 +32,7 @@ CH15_RULES = ("ch15_rules", "ch15_table", "ch15_table_design")  # the modules it
 def rule_record() -> dict:
     """Chapter 15's rule, as a lock fingerprints it: every row's claim and source, the
     thresholds, the rules' code (its rows are rules written as code), the settings and seeds."""
+    config = Ch15Config()
     thresholds = {
         k: v
         for k, v in vars(ch15_rules).items()
@@ -50,7 +52,7 @@ def rule_record() -> dict:
             },
             "thresholds": thresholds,
             "rules_code_sha256": locks.code_sha256([f"arl.experiments.{m}" for m in CH15_RULES]),
-            "settings": asdict(Ch15Config()),
+            "settings": {**asdict(config), "base": base_settings(config.base)},
             "tuned": ch15_book.TUNED,
             "seeds": ch15_book.JUDGED_SEEDS,
             "reproduced": f"a row's rule holds on at least {REPRODUCED_SHARE:.0%} of the seeds",

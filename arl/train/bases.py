@@ -52,6 +52,11 @@ class BaseConfig:
     weak_blind_per_task: int = 4  # blind episodes per training task in the weak-base data
     weak_random_per_task: int = 0  # well-formed random episodes per training task
     weak_unskilled_per_task: int = 4  # read-then-guess episodes per training task
+    # failed-replace-then-retry episodes per training task (the environment's `retry` play);
+    # above 0, every play runs under each of the environment's play configs in turn (CodeFix:
+    # helpful and terse errors). 0 is the recipe before it existed, and leaves the cache key as
+    # it was (`_fingerprint`)
+    weak_retry_per_task: int = 0
     weak_steps: int = 150  # SFT steps of the weak base
     weak_lr: float = 1e-3
     weak_batch: int = 32
@@ -123,17 +128,34 @@ def new_model(config: BaseConfig, environment: Environment | str = "bugfix") -> 
 def weak_base_data(
     config: BaseConfig = BaseConfig(), environment: Environment | str = "bugfix"
 ) -> list[Trajectory]:
-    """Blind and read-then-guess episodes on every training task (160 by default)."""
+    """Blind and read-then-guess episodes on every training task (160 by default). With
+    `weak_retry_per_task` above 0, also that many retry episodes per task, and every play's
+    k-th episode of a task runs under the environment's k-th play config in turn (CodeFix:
+    helpful, then terse errors), so that no kind of error is tied to one habit (giving up
+    after a blind guess, or retrying)."""
     env = _env(environment)
+    if config.weak_retry_per_task and "retry" not in env.policies:
+        raise ArlError(f"weak_retry_per_task: the {env.name} environment has no retry play")
     plan = (  # scripted policies by role (arl.env.ROLES), as the environment casts them
-        [env.role("blind")] * config.weak_blind_per_task
-        + [env.role("random_wellformed")] * config.weak_random_per_task
-        + [env.role("unskilled")] * config.weak_unskilled_per_task
+        [(env.role("blind"), r) for r in range(config.weak_blind_per_task)]
+        + [(env.role("random_wellformed"), r) for r in range(config.weak_random_per_task)]
+        + [(env.role("unskilled"), r) for r in range(config.weak_unskilled_per_task)]
     )
-    jobs = [(t, p) for t in env.tasks("train") for p in plan]
-    return [
-        scripted_rollout(p, t, seed=episode_seed(config.seed, k)) for k, (t, p) in enumerate(jobs)
+    mixed = config.weak_retry_per_task > 0
+    plan += [(env.policies["retry"], r) for r in range(config.weak_retry_per_task)]
+    jobs = [
+        (t, p, _play_config(env, r) if mixed else None) for t in env.tasks("train") for p, r in plan
     ]
+    return [
+        scripted_rollout(p, t, seed=episode_seed(config.seed, k), env_config=c)
+        for k, (t, p, c) in enumerate(jobs)
+    ]
+
+
+def _play_config(environment: Environment, k: int):
+    """The k-th of the environment's play configs, cycling (its default when it has none)."""
+    configs = environment.play_configs()
+    return configs[k % len(configs)] if configs else None
 
 
 def oracle_demos(environment: Environment | str = "bugfix") -> list[Trajectory]:
@@ -181,10 +203,24 @@ ORACLE_FIELDS = (
 )
 
 
+# fields added after bases were cached, with the default that is the recipe before them
+LATER_FIELDS = {"weak_retry_per_task": 0}
+
+
+def base_settings(config: BaseConfig) -> dict:
+    """The config as a dict, without the LATER_FIELDS at their defaults: what a cache key or a
+    locked rule recorded before those fields existed, so that neither changes."""
+    settings = asdict(config)
+    for k, v in LATER_FIELDS.items():
+        if settings[k] == v:
+            del settings[k]
+    return settings
+
+
 def _fingerprint(kind: str, config: BaseConfig, environment: Environment | str = "bugfix") -> str:
     """The cache key: the recipe version, the settings `kind` depends on, and the environment."""
     gym = _env(environment).fingerprint()
-    settings = asdict(config)
+    settings = base_settings(config)
     if kind.endswith("weak_base"):  # a sweep over oracle-SFT settings reuses one weak base
         settings = {k: v for k, v in settings.items() if k not in ORACLE_FIELDS}
     blob = json.dumps([kind, BASES_VERSION, settings, gym], default=str)

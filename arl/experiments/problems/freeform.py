@@ -2,7 +2,10 @@
 
 Four RL arms on one seed, each from a weak base made by Chapter 15's recipe in its own
 environment (format without skill: pretraining on the training listings, then SFT on blind and
-read-then-guess play; arl.train.bases):
+read-then-guess play; arl.train.bases). On CodeFix the weak base's play also holds retries
+(`RETRY` episodes per task: a blind replace that fails, answered by a helpful or a terse error
+in turn, then a read and another replace), so that a terse `error` is not unseen; the cold
+start is oracle SFT from that base:
 
 - menu: RL on the BugFix gym (its weak base);
 - free-form, terse errors: RL on CodeFix, a failed replace answered `error`;
@@ -16,18 +19,29 @@ at step 0) a fixed evaluation, the same episodes' seeds every time, gives the tr
 and, on CodeFix, the apply rate the claims are judged on: the sampled batch is filtered (solved
 tasks rest), so its rates drift with what is left in it. After RL, the cold-start arm is
 evaluated on the two families no menu op can fix (arith, slice).
+
+RL makes about one replace per episode, so what a failed one is answered is rarely read. The
+retry probe, without RL, forces the reading (arl.codefix.probe): on the weak base and on the
+cold start, every episode of a fixed set (the same seeds for both kinds of error) opens with a
+replace that fails, and the policy goes on; per start and kind of error it gives the apply rate
+of a replace that follows a failed one, the share of episodes that replace again, and the pass
+rate.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 
 from arl.codefix.families import NEW_FAMILIES
+from arl.codefix.probe import after_failure, failing_opening, replace_results
 from arl.codefix.tasks import all_tasks as codefix_tasks
-from arl.eval.metrics import evaluate
+from arl.codefix.tasks import tasks_for as codefix_split
+from arl.eval.metrics import evaluate, graded, run_policy
+from arl.experiments.locks import code_sha256
 from arl.experiments.problems.common import (
     Claim,
     Ctx,
@@ -38,13 +52,23 @@ from arl.experiments.problems.common import (
     first_last,
     first_to_last,
     head_mean,
+    new_figure,
     rl_config,
+    save_figure,
+    seeds_label,
+    sem,
     series,
     tail_mean,
 )
+from arl.rollout import vocab_of
 from arl.train.bases import cold_start, weak_base
 from arl.train.pg import train_pg
 
+PASSAGE = (
+    "a forgiving edit tool (search-and-replace on exact strings, with a helpful error when the "
+    "search string is not found), and a parser that returns specific error messages so that a "
+    "failed edit is an informative observation rather than a dead turn."
+)
 MENU, TERSE, HELPFUL, COLD = "menu", "free-form, terse", "free-form, helpful", "SFT + free-form"
 # RL's learning rate for every arm, chosen once on seed 0 (lr 1e-4, 3e-4 and Chapter 15's
 # REINFORCE at 2e-4, 60 steps): at the trainer's default 3e-4 RL breaks the cold start's call
@@ -53,6 +77,17 @@ MENU, TERSE, HELPFUL, COLD = "menu", "free-form, terse", "free-form, helpful", "
 # does not move (0.20 -> 0.19).
 LR = 1e-4
 PASS, APPLY = "eval/train_pass", "eval/train_apply_rate"  # the fixed evaluation's rates
+# retry episodes per training task in the CodeFix weak base's play (half helpful, half terse
+# errors): as many as its blind and its read-then-guess episodes (4 each); not tuned
+RETRY = 4
+# probe episodes per training task, per start and kind of error: at 8 (224 episodes) the weak
+# base of tuning seed 100 replaced again after 52 (helpful) and 71 (terse) failed openings; at
+# 32 (896 episodes), after 223 and 275, so that the apply rate after a failure rests on
+# some 200 replaces per arm (about 20 s of wall time an arm on a shared two-core machine)
+PROBE_SAMPLES = 32
+PROBE_SEED = 1_400  # the probe's episodes are seeded seed + PROBE_SEED: fixed, and the same
+# for both kinds of error (the arms are paired episode by episode up to the policy's sampling)
+STARTS = ("weak", "cold")  # the probe's starts: the weak base and the cold start, before RL
 KEYS = (
     "pass_rate",
     "apply_rate",
@@ -71,6 +106,41 @@ def new_family_pass(ctx: Ctx, model) -> float:
     return m["pass_rate"]
 
 
+def probe(model, ctx: Ctx, errors: str) -> dict:
+    """The retry probe on the training tasks under `errors`: the apply rate of a replace that
+    follows a failed one, the share of episodes that replace again after the failed opening,
+    the pass rate, and how many replaces followed a failure (the rate's denominator)."""
+    from arl.codefix.env import CodeFixConfig
+
+    config = CodeFixConfig(errors=errors).eval_config()
+    samples = ctx.pick(PROBE_SAMPLES, 1)
+    seed = ctx.seed + PROBE_SEED
+    tasks = codefix_split("train")
+    trajs = graded(run_policy(model, tasks, samples, seed, config, opening=failing_opening))
+    vocab = vocab_of("codefix")
+    results = [replace_results(t, vocab) for t in trajs]
+    counts = after_failure(results)
+    return {
+        "apply_after_failure": counts.apply_rate,
+        "retry_rate": counts.retry_rate,
+        "pass": sum(t.passed for t in trajs) / max(len(trajs), 1),
+        "tried": counts.tried,
+        "episodes": counts.episodes,
+        "opening_failed": sum(r[:1] == [False] for r in results) / max(len(results), 1),
+    }
+
+
+def probe_effects(probes: dict[str, dict[str, dict]]) -> dict[str, float]:
+    """The probe's claims per seed, from probes[start][errors]: helpful minus terse, in the apply
+    rate after a failure on each start, and in the pass rate on the cold start."""
+    diff = lambda start, key: probes[start]["helpful"][key] - probes[start]["terse"][key]  # noqa: E731
+    return {
+        "probe_weak": diff("weak", "apply_after_failure"),
+        "probe_cold": diff("cold", "apply_after_failure"),
+        "probe_cold_pass": diff("cold", "pass"),
+    }
+
+
 def _gain(h: list[dict]) -> float:
     """The fixed evaluation's train pass, last quarter of its evaluations minus the first."""
     return tail_mean(h, PASS) - head_mean(h, PASS)
@@ -81,17 +151,25 @@ def problem_14(ctx: Ctx):
     from arl.codefix.env import CodeFixConfig
 
     base = base_config(ctx)
+    free = replace(base, weak_retry_per_task=RETRY)  # CodeFix's bases: with retry play
     steps = ctx.pick(60, 4)
     rl = rl_config(ctx, steps=steps, lr=LR, eval_every=ctx.pick(10, 2))
+    start = {"weak": weak_base, "cold": cold_start}
+    probes = {  # before RL, on fresh copies of the cached bases
+        kind: {e: probe(start[kind](free, "codefix"), ctx, e) for e in ("helpful", "terse")}
+        for kind in STARTS
+    }
     runs = {MENU: train_pg(weak_base(base), rl)}
     cold = None
     arms = ((TERSE, "weak", "terse"), (HELPFUL, "weak", "helpful"), (COLD, "cold", "helpful"))
     for name, kind, errors in arms:
-        model = (weak_base if kind == "weak" else cold_start)(base, "codefix")
+        model = start[kind](free, "codefix")
         env = CodeFixConfig(errors=errors, zero_exploits=True)
         runs[name] = train_pg(model, replace(rl, env=env))
         cold = model if kind == "cold" else cold
     res = first_last(runs, KEYS)
+    res["probe"] = probes
+    res |= probe_effects(probes)
     early = head_mean(runs[HELPFUL], APPLY) if series(runs[HELPFUL], APPLY) else 0.0
     res["effect"] = early  # the main claim: early free-form edits mostly fail to apply
     res["slower"] = _gain(runs[MENU]) - _gain(runs[HELPFUL])
@@ -106,14 +184,59 @@ def problem_14(ctx: Ctx):
         f"SFT cold start {fl(COLD, APPLY)}; its train pass: menu "
         f"{fl(MENU, PASS)}, free-form terse {fl(TERSE, PASS)}, helpful "
         f"{fl(HELPFUL, PASS)}, SFT + free-form {fl(COLD, PASS)}; the "
-        f"cold-start arm solves the families no menu op fixes at {res['new_families']:.2f}."
+        f"cold-start arm solves the families no menu op fixes at {res['new_families']:.2f}. "
+        f"Retry probe (a failed opening replace), apply rate of the replace after it, helpful "
+        f"against terse: weak base {_pair(probes['weak'], 'apply_after_failure')}, cold start "
+        f"{_pair(probes['cold'], 'apply_after_failure')}; pass: weak base "
+        f"{_pair(probes['weak'], 'pass')}, cold start {_pair(probes['cold'], 'pass')}."
     )
     return res, conclusion
+
+
+def _pair(p: dict[str, dict], key: str) -> str:
+    """A probe's rate under helpful and terse errors, "helpful / terse"."""
+    return f"{p['helpful'][key]:.2f} / {p['terse'][key]:.2f}"
 
 
 def _mean(h: list[dict], key: str) -> float:
     xs = series(h, key)
     return float(np.mean(xs)) if xs else 0.0
+
+
+_ARMS_FIGURE = arms_figure(
+    [
+        (PASS, "train pass rate (fixed evaluation)"),
+        (APPLY, "edit-apply rate (fixed evaluation)"),
+    ],
+    "Problem 14: a menu of edit ops against free-form replace edits",
+)
+
+
+def draw_14(per_seed: list[dict], path: Path) -> None:
+    """The RL arms' figure at `path`, and beside it (problem-14-probe.png) the retry probe:
+    per start, helpful and terse errors' apply rate after a failure, retry rate and pass rate,
+    mean +- SE over seeds with each seed's value as a dot."""
+    _ARMS_FIGURE(per_seed, path)
+    panels = (
+        ("apply_after_failure", "apply rate of a replace after a failed one"),
+        ("retry_rate", "episodes that replace again"),
+        ("pass", "pass rate"),
+    )
+    fig, axes = new_figure(len(panels))
+    for ax, (key, label) in zip(axes, panels, strict=True):
+        for j, errors in enumerate(("helpful", "terse")):
+            for i, start in enumerate(STARTS):
+                v = np.array([r["probe"][start][errors][key] for r in per_seed])
+                x = i + (j - 0.5) * 0.35
+                ax.bar(x, v.mean(), 0.35, yerr=sem(v), color=f"C{j}", alpha=0.7,
+                       label=errors if i == 0 else None)  # fmt: skip
+                ax.plot([x] * len(v), v, "k.", ms=3)
+        ax.set_xticks(range(len(STARTS)), ["weak base", "cold start"])
+        ax.set_ylabel(label)
+        ax.set_ylim(0, 1)
+    axes[0].legend(fontsize=8, frameon=False)
+    title = f"Problem 14: retry probe, a failed opening replace ({seeds_label(per_seed)})"
+    save_figure(path.with_name("problem-14-probe.png"), fig, title)
 
 
 PROBLEM_14 = Problem(
@@ -129,13 +252,7 @@ PROBLEM_14 = Problem(
         "everything but make most random actions invalid",
         cause="the weak base already quotes the listing well enough for most of its edits to apply",
     ),
-    arms_figure(
-        [
-            (PASS, "train pass rate (fixed evaluation)"),
-            (APPLY, "edit-apply rate (fixed evaluation)"),
-        ],
-        "Problem 14: a menu of edit ops against free-form replace edits",
-    ),
+    draw_14,
     more=(
         (
             "slower",
@@ -201,8 +318,64 @@ PROBLEM_14 = Problem(
                 cause="the policy did not learn the new families' edits",
             ),
         ),
+        (
+            "probe_weak",
+            Claim(
+                text="a helpful error makes the next replace apply more often (weak base)",
+                effect="retry probe without RL on the weak base (with retry play): apply rate of "
+                "a replace that follows a failed one, after a failing opening replace, helpful "
+                "minus terse errors",
+                source="book",
+                passage=PASSAGE,
+            ),
+        ),
+        (
+            "probe_cold",
+            Claim(
+                text="a helpful error makes the next replace apply more often (cold start)",
+                effect="retry probe without RL on the SFT cold start: apply rate of a replace "
+                "that follows a failed one, after a failing opening replace, helpful minus "
+                "terse errors",
+                source="book",
+                passage=PASSAGE,
+            ),
+        ),
+        (
+            "probe_cold_pass",
+            Claim(
+                text="and more of those episodes are then solved (cold start)",
+                effect="retry probe without RL on the SFT cold start: pass rate, helpful minus "
+                "terse errors",
+                source="lab",
+                passage="the lab's hypothesis: an edit that applies because the error showed "
+                "where it goes should also fix the bug more often; judged only where the "
+                "cold start's apply rate after a failure is shown to rise",
+                premise="probe_cold",
+            ),
+        ),
     ),
+    settings={
+        "codefix_weak_base_retry_per_task": RETRY,
+        "probe": {
+            "starts": list(STARTS),
+            "errors": ["helpful", "terse"],
+            "tasks": "CodeFix train",
+            "samples_per_task": PROBE_SAMPLES,
+            "seed": f"seed + {PROBE_SEED}",
+            "opening": "the oracle's replace with one word of OLD misquoted (arl.codefix.probe)",
+            "code_sha256": code_sha256(["arl.codefix.probe"]),
+        },
+    },
     tuned=(
+        Tuning(
+            "probe_samples",
+            PROBE_SAMPLES,
+            (100,),
+            "the retry probe on the weak base (with retry play) of seed 100 at 8 and 32 episodes "
+            "per training task: at 8, 52 (helpful) and 71 (terse) of 224 episodes replaced again "
+            "after the failed opening, too few replaces for the apply rate after a failure; at "
+            "32, 223 and 275 of 896",
+        ),
         Tuning(
             "lr",
             LR,
