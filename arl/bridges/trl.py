@@ -13,7 +13,8 @@ one arl episode (arl.bridges.episode.ToolEpisode) and its reward is arl's verdic
     trainer = GRPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct",
                           train_dataset=grpo_dataset("bugfix"),
                           environment_factory=environment_factory("bugfix"),
-                          args=GRPOConfig(max_completion_length=1024, num_generations=8))
+                          args=GRPOConfig(max_completion_length=1024, num_generations=8,
+                                          use_cpu=True, bf16=False))  # on a GPU: drop both
     trainer.train()
 
 The reward column TRL logs is named after the class (`rewards/BugFixTools/mean`). The model's
