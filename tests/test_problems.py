@@ -419,8 +419,29 @@ def test_problem_29_first_call_mask_and_reading_a_curve():
     assert read_at(curve, 99.0) == pytest.approx(0.9)  # past the last evaluation: the last
 
 
+def test_problem_29_share_of_the_budget_to_reach_a_level_by_hand():
+    from arl.experiments.problems.distillation import share_to_level
+
+    # from FLOPs 10 (the cold start) to a budget of 30: 0.6 at 10, 0.9 at 20, 0.95 at 30
+    curve = [[10.0, 0.6, 0.6], [20.0, 0.9, 0.9], [30.0, 0.95, 0.95]]
+    # 0.75 is crossed halfway between 10 and 20: FLOPs 15, a quarter of the 20 after the start
+    assert share_to_level(curve, 0.75, 10.0, 30.0) == pytest.approx(0.25)
+    # 0.925 halfway between 20 and 30: 25, three quarters
+    assert share_to_level(curve, 0.925, 10.0, 30.0) == pytest.approx(0.75)
+    assert share_to_level(curve, 0.5, 10.0, 30.0) == 0.0  # there at the start
+    assert share_to_level(curve, 0.99, 10.0, 30.0) == 1.0  # never: censored at the budget
+    assert share_to_level(curve[:2], 0.99, 10.0, 30.0) == 1.0  # a shorter run that never does
+
+
 def test_problem_29_runs_five_arms_at_equal_compute(every_problem):
-    from arl.experiments.problems.distillation import ARMS, SFT_DISTILL, SFT_RL, read_at
+    from arl.experiments.problems.distillation import (
+        ARMS,
+        LEVEL,
+        SFT_DISTILL,
+        SFT_RL,
+        read_at,
+        share_to_level,
+    )
 
     r = seed0(every_problem, 29)
     assert list(r["curves"]) == list(ARMS) and set(r["final"]) == set(ARMS)
@@ -450,6 +471,11 @@ def test_problem_29_runs_five_arms_at_equal_compute(every_problem):
     assert r["recovery"] == pytest.approx(
         r["final"][SFT_DISTILL]["recovery"] - r["final"]["SFT"]["recovery"], abs=1e-5
     )
+    race = [
+        share_to_level(r["curves"][a], LEVEL, cold, r["budget_flops"])
+        for a in (SFT_RL, SFT_DISTILL)
+    ]
+    assert r["distill_vs_rl"] == pytest.approx(race[0] - race[1], abs=1e-5)
     results = json.loads((every_problem / "problem-29" / "results.json").read_text())
     assert [c["key"] for c in results["claims"]] == [
         "effect",
