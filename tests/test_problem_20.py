@@ -4,7 +4,7 @@ and the --quick measure (every claim's effect) and figure."""
 
 import copy
 import math
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pytest
 import torch
@@ -19,7 +19,7 @@ from arl.model import TinyAgent, TinyAgentConfig
 from arl.rollout import rollout_batch
 from arl.train.common import frozen_logprobs
 from arl.train.pg import accumulate_policy_gradient, train_pg
-from arl.train.pg_config import PGConfig, flat_saved, make_config
+from arl.train.pg_config import PGConfig, flat_saved, make_config, pg_settings
 from arl.train.pg_groups import NoisyLogits, in_sampler_dtype
 from arl.train.pg_metrics import mismatch_stats
 
@@ -144,6 +144,14 @@ def test_unknown_sampler_dtype_is_refused_in_one_line():
     assert flat_saved({"lr": 1e-3})["sampler_noise"] == 0.0
     with pytest.raises(ArlError, match="sampler_noise: .*not with rollout_workers"):
         PGConfig(sampler_noise=1.0, rollout_workers=1)
+
+
+def test_a_locked_rule_sees_sampler_noise_only_when_it_is_set():
+    """Chapter 15's lock recorded a whole PGConfig before sampler_noise existed: at its default
+    the field is left out of the settings (the lock still matches), set it is kept."""
+    assert "sampler_noise" not in pg_settings(PGConfig())
+    assert pg_settings(PGConfig()) | {"sampler_noise": 0.0} == asdict(PGConfig())
+    assert pg_settings(PGConfig(sampler_noise=0.5))["sampler_noise"] == 0.5
 
 
 @pytest.fixture(scope="module")

@@ -251,6 +251,21 @@ ADDED = {
     "gspo_clip_low": 3e-4,
     "gspo_clip_high": 4e-4,
 }
+# fields added after a locked rule recorded a whole PGConfig (Chapter 15's), with their
+# defaults: at the default a rule leaves them out, so that its fingerprint still matches
+LATER_FIELDS = {"sampler_noise": 0.0}
+
+
+def pg_settings(config: PGConfig) -> dict:
+    """A PGConfig as a dict without the LATER_FIELDS at their defaults: what a locked rule or a
+    resumed run recorded before those fields existed."""
+    out = asdict(config)
+    for k, v in LATER_FIELDS.items():
+        if out[k] == v:
+            del out[k]
+    return out
+
+
 REMOVED = {"mask_shift": "Problem 28's shifted mask lives in arl/experiments/problems/mutations.py"}
 
 
