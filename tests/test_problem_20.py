@@ -1,21 +1,26 @@
-"""Problem 20: the mismatch metric on a hand case, the bf16 sampler against the fp32 one on the
-same weights, the config's refusal of an unknown dtype, and the --quick measure and figure."""
+"""Problem 20: the mismatch metrics (k3, capped fraction, mean and tail) on hand cases, the
+noisy and the bf16 samplers against the exact one on the same weights, the config's refusals,
+and the --quick measure (every claim's effect) and figure."""
 
 import copy
-from dataclasses import replace
+import math
+from dataclasses import asdict, replace
 
 import pytest
 import torch
 
+from arl.batch import collate
 from arl.errors import ArlError
 from arl.experiments.problems import precision as p20
 from arl.experiments.problems.common import Ctx
 from arl.gym import default_vocab
 from arl.gym.tasks import tasks_for
 from arl.model import TinyAgent, TinyAgentConfig
-from arl.train.pg import train_pg
-from arl.train.pg_config import PGConfig, flat_saved, make_config
-from arl.train.pg_groups import in_sampler_dtype
+from arl.rollout import rollout_batch
+from arl.train.common import frozen_logprobs
+from arl.train.pg import accumulate_policy_gradient, train_pg
+from arl.train.pg_config import PGConfig, flat_saved, make_config, pg_settings
+from arl.train.pg_groups import NoisyLogits, in_sampler_dtype
 from arl.train.pg_metrics import mismatch_stats
 
 TASKS = tasks_for("train")[::5]
@@ -60,6 +65,55 @@ def tiny():
 ONE = PGConfig(steps=1, tasks_per_step=2, group_size=4, staleness=0, minibatches=1)
 
 
+def test_k3_and_capped_fraction_of_the_mismatch_on_a_hand_built_batch(tiny):
+    """The trainer's KL(mu || pi_prox) by k3 and its capped fraction, read off a batch whose
+    sampler log-probs are set by hand: row 0's tokens with mu = 2 pi_prox (ratio 1/2), row 1's
+    with mu = pi_prox / 4 (ratio 4, over the cap 2), the rest exact."""
+    trajs = rollout_batch(tiny, [TASKS[0]] * 4, seed=3)
+    batch = collate(trajs)
+    prox = frozen_logprobs(tiny, batch)  # (B, T)
+    on = batch.action_mask.bool()
+    delta = torch.zeros_like(prox)  # log mu - log pi_prox
+    delta[0], delta[1] = math.log(2.0), -math.log(4.0)
+    batch = replace(batch, old_logp=torch.where(on, prox + delta, torch.zeros_like(prox)))
+    n0, n1, n = float(on[0].sum()), float(on[1].sum()), float(on.sum())
+    assert n0 > 0 and n1 > 0 and n > n0 + n1
+    got = accumulate_policy_gradient(
+        copy.deepcopy(tiny), batch, torch.zeros(4), ONE, prox_logp=prox
+    )
+    # k3 of r = pi_prox / mu: r - 1 - log r; r = 1/2 -> log 2 - 1/2 = 0.19315, r = 4 -> 3 - log 4
+    k3_half, k3_four = math.log(2.0) - 0.5, 3.0 - math.log(4.0)
+    assert k3_half == pytest.approx(0.193147, abs=1e-6) and k3_four == pytest.approx(1.613706)
+    assert got["kl/mu_k3"] == pytest.approx((n0 * k3_half + n1 * k3_four) / n, rel=1e-5)
+    assert got["capped_frac"] == pytest.approx(n1 / n)  # only ratio 4 exceeds the cap 2
+    assert got["mismatch/mean"] == pytest.approx((n0 + 2 * n1) * math.log(2.0) / n, rel=1e-5)
+
+
+def test_noisy_logits_add_the_stated_noise_and_nothing_at_zero(tiny):
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
+    clean, _ = tiny(ids)  # (1, 6, V)
+    assert torch.equal(NoisyLogits(tiny, 0.0, 7)(ids)[0], clean)
+    noisy, _ = NoisyLogits(tiny, 0.5, 7)(ids)
+    z = (noisy - clean) / 0.5  # (1, 6, V): standard normal draws
+    assert z.mean().abs() < 0.2 and (z.std() - 1).abs() < 0.15
+    again, _ = NoisyLogits(tiny, 0.5, 7)(ids)
+    assert torch.equal(again, noisy)  # seeded: the same noise for the same seed
+    # a rollout at noise 0 is the exact sampler's, token for token and log-prob for log-prob
+    a = rollout_batch(tiny, TASKS[:2], seed=5)
+    b = rollout_batch(NoisyLogits(tiny, 0.0, 1), TASKS[:2], seed=5)
+    assert [t.ids_T for t in a] == [t.ids_T for t in b]
+    assert [t.logprobs_T for t in a] == [t.logprobs_T for t in b]
+
+
+def test_a_noisy_sampler_differs_from_the_trainer_and_its_cap_binds(tiny):
+    """Step 1 samples with the trainer's weights: the exact sampler's k3 is ~0, a noisy one's
+    (sd 1 nat a logit) is not, and some of its tokens' weights pi_prox / mu exceed the cap."""
+    exact = train_pg(copy.deepcopy(tiny), ONE, TASKS)[0]
+    noisy = train_pg(copy.deepcopy(tiny), replace(ONE, sampler_noise=1.0), TASKS)[0]
+    assert exact["kl/mu_k3"] < 1e-8 and exact["capped_frac"] == 0.0
+    assert noisy["kl/mu_k3"] > 1e-2 and noisy["capped_frac"] > 0.0
+
+
 def test_a_bf16_sampler_differs_from_the_trainer_and_fp32_does_not(tiny):
     """Step 1 samples with the very weights the trainer scores: the fp32 sampler's log-probs
     equal the trainer's up to the KV cache's summation order (< 1e-5 nats), bf16's do not."""
@@ -87,6 +141,17 @@ def test_unknown_sampler_dtype_is_refused_in_one_line():
     with pytest.raises(ArlError, match="sampler_dtype: .*not with rollout_workers"):
         PGConfig(sampler_dtype="bfloat16", rollout_workers=1)
     assert flat_saved({"lr": 1e-3})["sampler_dtype"] == "float32"  # an older checkpoint's
+    assert flat_saved({"lr": 1e-3})["sampler_noise"] == 0.0
+    with pytest.raises(ArlError, match="sampler_noise: .*not with rollout_workers"):
+        PGConfig(sampler_noise=1.0, rollout_workers=1)
+
+
+def test_a_locked_rule_sees_sampler_noise_only_when_it_is_set():
+    """Chapter 15's lock recorded a whole PGConfig before sampler_noise existed: at its default
+    the field is left out of the settings (the lock still matches), set it is kept."""
+    assert "sampler_noise" not in pg_settings(PGConfig())
+    assert pg_settings(PGConfig()) | {"sampler_noise": 0.0} == asdict(PGConfig())
+    assert pg_settings(PGConfig(sampler_noise=0.5))["sampler_noise"] == 0.5
 
 
 @pytest.fixture(scope="module")
@@ -96,20 +161,29 @@ def quick_seed(private_cache):
     return {"seed": 0, **res, "detail": detail}
 
 
-def test_quick_measure_logs_the_mismatch_of_every_arm(quick_seed):
+def test_quick_measure_gives_every_claims_effect(quick_seed):
     r = quick_seed
     assert set(r["history"]) == set(p20.ARMS)
     for h in r["history"].values():  # 4 training steps, and the fixed evaluations beside them
-        assert len([x for x in h if x.get("mismatch/p999") is not None]) == 4
-        assert [x["step"] for x in h if x.get("eval/train_pass") is not None] == [0, 2, 4]
+        assert len([x for x in h if x.get(p20.K3) is not None]) == 4
+        assert [x["step"] for x in h if x.get(p20.PASS) is not None] == [0, 2, 4]
     s1 = r["step1"]
-    assert r["holds"] and s1[p20.FP32]["mismatch/mean"] < p20.FP32_ZERO
-    assert s1[p20.BF16_IS] == s1[p20.BF16_NO]  # the same weights and seed sample alike at step 1
-    assert r["effect"] == pytest.approx(
-        s1[p20.BF16_IS]["mismatch/mean"] - s1[p20.FP32]["mismatch/mean"]
-    )
+    assert r["holds"] and s1[p20.EXACT]["mismatch/mean"] < p20.EXACT_ZERO
+    assert s1[p20.NOISY_IS] == s1[p20.NOISY_NO]  # the same weights, seed and noise at step 1
+    assert r["effect"] == pytest.approx(s1[p20.NOISY_IS][p20.K3] - s1[p20.EXACT][p20.K3])
     assert r["effect"] > 0
-    fl = r[p20.BF16_IS]["mismatch/p999"]
+    for key, _ in p20.PROBLEM_20.claims:  # every claim's per-seed effect is a number
+        assert math.isfinite(r[key]), key
+    caps = [x["capped_frac"] for x in r["history"][p20.NOISY_IS] if "capped_frac" in x]
+    caps = [c for c in caps if c is not None]
+    assert r["capped"] == pytest.approx(sum(caps) / len(caps))
+
+    def tail(arm: str) -> float:  # the last quarter of the 3 evaluations: the last one
+        return [x[p20.PASS] for x in r["history"][arm] if x.get(p20.PASS) is not None][-1]
+
+    assert r["is_vs_none"] == pytest.approx(tail(p20.NOISY_IS) - tail(p20.NOISY_NO))
+    assert r["damage"] == pytest.approx(tail(p20.EXACT) - tail(p20.NOISY_NO))
+    fl = r[p20.NOISY_IS]["mismatch/p999"]
     assert r["growth_p999"] == pytest.approx(fl["last"] / fl["first"])
     assert "rank correlation" in r["detail"]
 

@@ -25,6 +25,7 @@ from arl.experiments.ch15_table import rows
 from arl.parallel import Folder, Placements, Where, run_many
 from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, plain
 from arl.train.bases import base_settings
+from arl.train.pg_config import pg_settings
 
 CH15_RULES = ("ch15_rules", "ch15_table", "ch15_table_design")  # the modules its rules are
 
@@ -52,7 +53,11 @@ def rule_record() -> dict:
             },
             "thresholds": thresholds,
             "rules_code_sha256": locks.code_sha256([f"arl.experiments.{m}" for m in CH15_RULES]),
-            "settings": {**asdict(config), "base": base_settings(config.base)},
+            "settings": {
+                **asdict(config),
+                "base": base_settings(config.base),
+                "rl": pg_settings(config.rl),
+            },
             "tuned": ch15_book.TUNED,
             "seeds": ch15_book.JUDGED_SEEDS,
             "reproduced": f"a row's rule holds on at least {REPRODUCED_SHARE:.0%} of the seeds",
@@ -64,7 +69,7 @@ def rule_record() -> dict:
 
 def _settings(cfg: Ch15Config, quick: bool) -> dict:
     """What a resumed run must share with the partial one (as JSON reads it back)."""
-    return plain({"config": asdict(cfg), "quick": quick})
+    return plain({"config": {**asdict(cfg), "rl": pg_settings(cfg.rl)}, "quick": quick})
 
 
 OWNED = ("results.json", "results.partial.json", "table.md", "*.png", "checkpoints", "nodes.json")

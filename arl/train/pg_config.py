@@ -49,6 +49,7 @@ FLOAT_RANGES = {
     "entropy_lr": (0, MAX_FLOAT),
     "clip_high": (0, MAX_FLOAT),
     "is_cap": (1, MAX_FLOAT),
+    "sampler_noise": (0, 100),
     "teacher_weight": (0, MAX_FLOAT),
     "reward_weight": (0, MAX_FLOAT),
     "teacher_discount": (0, 1),
@@ -123,6 +124,7 @@ class PGConfig:
     is_cap: float = 2.0  # C, the importance-weight cap
     # --- the sampler's numerics (Problem 20): its copy of the same weights, refreshed every step
     sampler_dtype: str = "float32"  # float32 | bfloat16 (logits in bf16, log-softmax in fp32)
+    sampler_noise: float = 0.0  # > 0: its logits get fresh N(0, sd^2) noise (nats) per token
     # --- rollout workers on Ray (the `staleness` bound and the correction apply to them)
     rollout_workers: int = 0  # Ray actors that sample the rollouts (0: this process samples)
     async_rollouts: bool = False  # workers sample ahead on older weights, at most `staleness`
@@ -178,6 +180,8 @@ class PGConfig:
             self._refuse(
                 "sampler_dtype", "other than float32 samples here: not with rollout_workers"
             )
+        if self.sampler_noise and self.rollout_workers:
+            self._refuse("sampler_noise", "samples here: not with rollout_workers")
         if self.async_rollouts and self.dynamic_sampling:
             self._refuse("dynamic_sampling", "is synchronous: not with async_rollouts")
 
@@ -242,10 +246,26 @@ ADDED = {
     "teacher_discount": 0.0,
     "reward_weight": 1.0,
     "sampler_dtype": "float32",
+    "sampler_noise": 0.0,
     "loss": "ppo",
     "gspo_clip_low": 3e-4,
     "gspo_clip_high": 4e-4,
 }
+# fields added after a locked rule recorded a whole PGConfig (Chapter 15's), with their
+# defaults: at the default a rule leaves them out, so that its fingerprint still matches
+LATER_FIELDS = {"sampler_noise": 0.0}
+
+
+def pg_settings(config: PGConfig) -> dict:
+    """A PGConfig as a dict without the LATER_FIELDS at their defaults: what a locked rule or a
+    resumed run recorded before those fields existed."""
+    out = asdict(config)
+    for k, v in LATER_FIELDS.items():
+        if out[k] == v:
+            del out[k]
+    return out
+
+
 REMOVED = {"mask_shift": "Problem 28's shifted mask lives in arl/experiments/problems/mutations.py"}
 
 

@@ -24,12 +24,40 @@ from arl.train.pg_config import PGConfig
 from arl.types import Trajectory
 
 
+class NoisyLogits:
+    """A sampler whose logits carry fresh Gaussian error of sd `sigma` nats at every position
+    (Problem 20's noisy engine, as numerics that differ from the trainer's); the rollout's
+    recorded log mu are those of the noisy logits each token was sampled from."""
+
+    def __init__(self, model: TinyAgent, sigma: float, seed: int):
+        self.model, self.sigma = model, sigma
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def __getattr__(self, name: str):
+        return getattr(self.model, name)  # config, new_cache, eval, training, ...
+
+    def noisy(self, logits: torch.Tensor) -> torch.Tensor:
+        """logits (..., V) plus sigma x standard normal noise of the same shape."""
+        z = torch.randn(logits.shape, generator=self.gen, dtype=torch.float32)
+        return logits + self.sigma * z.to(logits)
+
+    def extend(self, ids: torch.Tensor, n_new: torch.Tensor, cache) -> torch.Tensor:
+        return self.noisy(self.model.extend(ids, n_new, cache))  # (B, V)
+
+    def __call__(self, ids: torch.Tensor):
+        full, *rest = self.model(ids)  # (B, L, V), ...
+        return (self.noisy(full), *rest)
+
+
 def sample_groups(
     sampler: TinyAgent, tasks: Sequence[Task], config: PGConfig, seed: int
 ) -> list[list[Trajectory]]:
-    """G episodes of each task in one batched rollout; returns one group per task."""
+    """G episodes of each task in one batched rollout; returns one group per task (with
+    config.sampler_noise, sampled from logits that carry that noise)."""
     G = config.group_size
     jobs = [t for t in tasks for _ in range(G)]
+    if config.sampler_noise:
+        sampler = NoisyLogits(sampler, config.sampler_noise, seed + 1)
     trajs = rollout_batch(
         sampler,
         jobs,
