@@ -1,5 +1,6 @@
 """`arl train pg` end to end: runs, writes metrics and checkpoints, resumes, names bad fields."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -106,6 +107,8 @@ def test_example_config_is_valid_and_uses_the_defaults():
     defaults = PGConfig()
     differ = {k for k in values if getattr(config, k) != getattr(defaults, k)}
     assert differ <= {"out", "eval_every", "save_every"}
+    fields = {f.name for f in dataclasses.fields(PGConfig)}
+    assert set(values) == fields, "examples/pg.json lists every PGConfig field (docs/trainers.md)"
 
 
 def test_a_sweep_runs_one_folder_per_value_and_skips_finished_points(cli, tmp_path, init):

@@ -22,8 +22,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from arl.errors import ArlError, require
+from arl.errors import ArlError
 from arl.hf.chat import ChatRenderer
+from arl.hf.deps import quiet, require_transformers
 from arl.hf.toolcalls import check_format
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -32,21 +33,10 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 CHAT_FILE = "arl_chat.json"
 
 
-def require_transformers():
-    """The transformers module, or a one-line error naming the extra to install."""
-    return require("transformers", "--model")
-
-
 def check_device(device: str) -> None:
     """CUDA only where it is present: one line otherwise, before anything is loaded."""
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ArlError(f"device {device!r}: CUDA is not available on this machine")
-
-
-def quiet(tf) -> None:
-    """No progress bars or advice from transformers: arl prints its own progress."""
-    tf.utils.logging.set_verbosity_error()
-    tf.utils.logging.disable_progress_bar()
 
 
 @dataclass(frozen=True)

@@ -253,7 +253,7 @@ def _inspect(tokenizer: Any) -> TemplateReport:
 
 def load_tokenizer(path: str | Path) -> Any:
     """The tokenizer of a local `from_pretrained` folder (never the hub); bad input is one line."""
-    from arl.hf.policy import quiet, require_transformers
+    from arl.hf.deps import quiet, require_transformers
 
     if str(path) == "":
         raise ArlError("an empty path names no tokenizer folder")

@@ -20,7 +20,7 @@ from pathlib import Path
 from arl.gym.grammar import FIX_OPS, OPS, TOOLS
 from arl.gym.tasks import all_tasks
 from arl.hf.chat import SYSTEM_PROMPT
-from arl.hf.policy import quiet, require_transformers
+from arl.hf.deps import quiet, require_transformers
 from arl.hf.templates import CHATML, FORMAT_OF, QWEN_SPECIALS, SPLITS, STYLES
 
 SPECIALS = QWEN_SPECIALS
