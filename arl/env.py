@@ -12,8 +12,9 @@ An environment is a task source by split and a way to play one task:
 A call is the policy's words (TinyAgent: ending in `<end>` when it ended) or a `TextCall` (a
 real model's text); an observation carries both forms (arl.types.Observation). Everything
 else an environment has (its grammar, its tasks' files, its outcome's own fields) stays in its
-package: arl.gym (BugFix, the menu of edit ops) and arl.codefix (CodeFix, free-form replace
-edits graded in a sandbox). tinker-cookbook's Env and SkyRL's BaseTextEnv are the models.
+package: arl.bugfix (BugFix, the menu of edit ops) and arl.codefix (CodeFix, free-form replace
+edits graded in a sandbox); what environments share is in arl.envkit. tinker-cookbook's Env and
+SkyRL's BaseTextEnv are the models.
 """
 
 from __future__ import annotations
@@ -112,6 +113,9 @@ class Environment:
     title: str = ""  # its display name (BugFix): TRL's tool class is TITLE + "Tools"
     tools: ToolSet | None = None  # its tools for native tool calls and the bridges (None: none)
     gymnasium: Gymnasium | None = None  # its Gymnasium registration (None: none)
+    # its canary, for `arl audit env` (arl.eval.audit): a family whose fix only a leaked place
+    # holds, the scripted policy that solves it legitimately and the one that uses the leak
+    canary: tuple[str, str, str] | None = None
     # role (ROLES) -> the name of the scripted policy that plays it; default: the role's name
     roles: Mapping[str, str] = dataclasses.field(default_factory=lambda: {r: r for r in ROLES})
 
@@ -181,6 +185,12 @@ class EpisodeConfig:
         check("step_penalty", self.step_penalty, 0, 1e3)
         check("max_turns", self.max_turns, 1, 100, integer=True)
         check("max_call_tokens", self.max_call_tokens, 1, 100, integer=True)
+
+    def record(self) -> dict[str, Any]:
+        """What a run's records (eval's metrics, train's results and config.json) say of where
+        this environment ran: nothing, but for an environment that runs policy code (CodeFix:
+        {"sandbox": "bwrap" or "none"})."""
+        return {}
 
     def eval_config(self) -> EpisodeConfig:
         """How `arl eval` and a run's evaluations score this environment (generic code calls
@@ -326,11 +336,11 @@ GROUP = "arl.environments"  # the entry-point group an installed package registe
 # the built-in environments, name -> "module:attribute" of the Environment (imported on first
 # use): pyproject.toml registers the same under GROUP, as any other package registers its own
 BUILTIN = {
-    "bugfix": "arl.gym.environment:BUGFIX",
+    "bugfix": "arl.bugfix.environment:BUGFIX",
     "codefix": "arl.codefix.environment:CODEFIX",
-    "bugfix-judged": "arl.gym.judged:BUGFIX_JUDGED",  # Problem 10: a learned judge's reward
-    "bugfix-leaky": "arl.gym.leak:LEAKY_ENV",  # Problem 11: history leaks the fix
-    "bugfix-sealed": "arl.gym.leak:SEALED_ENV",  # Problem 11: the history stripped
+    "bugfix-judged": "arl.bugfix.judged:BUGFIX_JUDGED",  # Problem 10: a learned judge's reward
+    "bugfix-leaky": "arl.bugfix.leak:LEAKY_ENV",  # Problem 11: history leaks the fix
+    "bugfix-sealed": "arl.bugfix.leak:SEALED_ENV",  # Problem 11: the history stripped
 }
 
 
@@ -413,6 +423,13 @@ def environment_of_tasks(tasks: Sequence[Task]) -> Environment:
     if not names:
         raise ArlError("no tasks: a batch's environment is its tasks'")
     return get_environment(names.pop())
+
+
+def run_record(config: Any) -> dict[str, Any]:
+    """What a run records of where `config`'s environment ran (EpisodeConfig.record): {} for a
+    config without `record`."""
+    record = getattr(config, "record", None)
+    return record() if callable(record) else {}
 
 
 def config_for(environment: Environment, config: Any) -> Any:

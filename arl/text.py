@@ -8,7 +8,7 @@ A BugFix episode renders as
 Every token carries its owner (prompt, policy, environment, template). Model rollouts,
 scripted rollouts and demonstrations all grow a `Transcript`, so the ids a model is
 trained on are the ids it will see when it acts. The words themselves (the issue, the
-listings, the call grammar) are each environment's (arl.gym, arl.codefix); this module knows
+listings, the call grammar) are each environment's (arl.bugfix, arl.codefix); this module knows
 none of them, only the renderer's own special words.
 """
 

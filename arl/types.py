@@ -22,7 +22,7 @@ class Outcome:
     """How an episode ended, as the environment scored it: every finished episode has one.
 
     These are the fields every environment shares; an environment's own fields live in its
-    subclass, in its package (BugFix's accumulator: arl.gym; CodeFix's edit counts:
+    subclass, in its package (BugFix's accumulator: arl.bugfix; CodeFix's edit counts:
     arl.codefix). `as_dict` is the one way out to JSON and to Gymnasium's info dict.
     """
 

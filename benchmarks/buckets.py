@@ -49,8 +49,8 @@ from _common import (  # noqa: E402
 
 from arl import losses  # noqa: E402
 from arl.batch import BUCKET_TOKENS, Batch, bucket_plan, collate, row_extents  # noqa: E402
+from arl.bugfix.tasks import tasks_for  # noqa: E402
 from arl.eval.metrics import run_policy  # noqa: E402
-from arl.gym.tasks import tasks_for  # noqa: E402
 from arl.losses import dpo_loss, episode_logp, sft_loss, token_logprobs  # noqa: E402
 from arl.train import pg  # noqa: E402
 from arl.train.bases import BaseConfig, oracle_sft_data, weak_base, weak_base_data  # noqa: E402

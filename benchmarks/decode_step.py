@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_line, median, setup_threads, write_json  # noqa: E402
 from kernels import block_weights, ceiling  # noqa: E402
 
-from arl.gym import default_vocab  # noqa: E402
+from arl.bugfix import default_vocab  # noqa: E402
 from arl.model import TinyAgent, TinyAgentConfig, attention  # noqa: E402
 
 

@@ -38,8 +38,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_line, median, setup_threads, write_json  # noqa: E402
 
-from arl.gym import default_vocab  # noqa: E402
-from arl.gym.tasks import tasks_for  # noqa: E402
+from arl.bugfix import default_vocab  # noqa: E402
+from arl.bugfix.tasks import tasks_for  # noqa: E402
 from arl.model import TinyAgent, TinyAgentConfig  # noqa: E402
 from arl.rollout import rollout_batch  # noqa: E402
 

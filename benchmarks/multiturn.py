@@ -39,8 +39,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import interleaved, machine_line, median, median_ratio, setup_threads, write_json  # noqa: E402,I001
 
-from arl.gym.env import BugFixEnv, EnvConfig  # noqa: E402
-from arl.gym.tasks import tasks_for  # noqa: E402
+from arl.bugfix.env import BugFixEnv, BugFixConfig  # noqa: E402
+from arl.bugfix.tasks import tasks_for  # noqa: E402
 from arl.rollout import renderer_of, episode_seed  # noqa: E402,F401
 from arl.rollout import rollout_batch  # noqa: E402
 
@@ -50,7 +50,7 @@ def hf_loop(lm, renderer, tasks, seed: int, reuse_cache: bool, pad_id: int, bloc
     """Play one episode per task with one `generate` call per turn; returns tokens per episode.
     An episode ends where ours does: at the env's end, or when the next observation and one
     more call would not fit in `block` tokens."""
-    config = EnvConfig()
+    config = BugFixConfig()
     limit = renderer.call_limit(config)
     room = block - limit
     torch.manual_seed(seed)
@@ -153,8 +153,8 @@ def bench(name, policy, lm, tasks_all, batches, reps, pad_id, clock) -> list[dic
 def tinyagent_pair(which: str):
     from transformers import AutoModelForCausalLM
 
+    from arl.bugfix import default_vocab
     from arl.export import export_hf
-    from arl.gym import default_vocab
     from arl.model import TinyAgent, TinyAgentConfig
 
     if which == "cold-start":

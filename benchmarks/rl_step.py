@@ -16,8 +16,8 @@ import time
 import numpy as np
 import torch
 
+from arl.bugfix import env as env_module
 from arl.cli.train import load_init, parse_overrides
-from arl.gym import env as env_module
 from arl.train.pg import train_pg
 from arl.train.pg_config import make_config
 

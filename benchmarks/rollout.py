@@ -50,8 +50,8 @@ from _common import (  # noqa: E402
     write_json,
 )
 
-from arl.gym import default_vocab  # noqa: E402
-from arl.gym.tasks import tasks_for  # noqa: E402
+from arl.bugfix import default_vocab  # noqa: E402
+from arl.bugfix.tasks import tasks_for  # noqa: E402
 from arl.model import TinyAgent, TinyAgentConfig  # noqa: E402
 from arl.rollout import rollout_batch  # noqa: E402
 from arl.sampling import sample  # noqa: E402

@@ -62,8 +62,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import gpt2_like, machine_line, setup_threads, write_json  # noqa: E402
 
 from arl.batch import collate  # noqa: E402
-from arl.gym import default_vocab  # noqa: E402
-from arl.gym.tasks import tasks_for  # noqa: E402
+from arl.bugfix import default_vocab  # noqa: E402
+from arl.bugfix.tasks import tasks_for  # noqa: E402
 from arl.losses import dpo_loss, episode_logp, token_logprobs  # noqa: E402
 from arl.model import TinyAgent, TinyAgentConfig  # noqa: E402
 from arl.rollout import scripted_rollout  # noqa: E402

@@ -19,9 +19,9 @@ from dataclasses import replace
 
 import torch
 
+from arl.bugfix.tasks import tasks_for
 from arl.experiments.ch15 import Ch15Config, eval_weak, section_rft
 from arl.experiments.ch15_table import expert_iteration_holds
-from arl.gym.tasks import tasks_for
 from arl.train.bases import weak_base
 
 

@@ -27,7 +27,7 @@ def private_cache(tmp_path_factory, one_thread):
 
 @pytest.fixture(scope="session")
 def vocab():
-    from arl.gym import default_vocab
+    from arl.bugfix import default_vocab
 
     return default_vocab()
 

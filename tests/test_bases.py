@@ -5,12 +5,12 @@ from dataclasses import replace
 import pytest
 import torch
 
+from arl.bugfix import default_vocab
+from arl.bugfix.grammar import OPS, source_words
+from arl.bugfix.policies import listing_variable
+from arl.bugfix.tasks import tasks_for
+from arl.envkit.families import ACCUMULATORS
 from arl.errors import ArlError
-from arl.gym import default_vocab
-from arl.gym.families import ACCUMULATORS
-from arl.gym.grammar import OPS, source_words
-from arl.gym.policies import listing_variable
-from arl.gym.tasks import tasks_for
 from arl.sandbox import sandbox_available
 from arl.train import bases
 from arl.train.bases import (

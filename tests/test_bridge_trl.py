@@ -11,8 +11,8 @@ import pytest
 
 from arl.bridges.episode import replay, tool_call, tool_schemas
 from arl.bridges.trl import BugFixTools, environment_factory, grpo_rows
+from arl.bugfix.tasks import tasks_for
 from arl.env import get_environment
-from arl.gym.tasks import tasks_for
 
 RANGE = next(t.name for t in tasks_for("train") if t.family == "range")
 COMPARE = next(t.name for t in tasks_for("train") if t.family == "compare")

@@ -19,7 +19,7 @@ from arl.bridges.verl import (
     write_agent_loop_config,
     write_verl_dataset,
 )
-from arl.gym.tasks import tasks_for
+from arl.bugfix.tasks import tasks_for
 
 RANGE = next(t.name for t in tasks_for("train") if t.family == "range")
 # a small Qwen-style template: tools in the system turn, Hermes <tool_call> JSON, tool answers

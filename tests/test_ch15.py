@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from arl.bugfix import default_vocab
+from arl.bugfix.tasks import tasks_for
 from arl.cli.main import main
 from arl.cli.reproduce import print_ch15
+from arl.envkit.families import ACCUMULATORS
 from arl.errors import ArlError
 from arl.experiments import ch15, ch15_plan, ch15_seeds
 from arl.experiments.ch15_probes import copy_probe
-from arl.gym import default_vocab
-from arl.gym.families import ACCUMULATORS
-from arl.gym.tasks import tasks_for
 from arl.train.pg_config import minimal_reinforce
 from tests.test_ch15_table import BREAKS
 

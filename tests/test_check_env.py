@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
+from arl.bugfix.env import BugFixEnv
 from arl.cli.main import main
 from arl.env import get_environment
-from arl.gym.env import BugFixEnv
 from arl.testing import CHECKS, assert_env, check_env
 
 BUGFIX = get_environment("bugfix")
@@ -80,7 +80,7 @@ def test_a_broken_toy_fails_the_check_of_its_fault(broken, check, says):
 
 
 try:  # gymnasium is optional: the wrapper's test below skips without it
-    from arl.gym.gymnasium_env import BugFixGymnasiumEnv
+    from arl.bugfix.gymnasium_env import BugFixGymnasiumEnv
 except ImportError:
     BugFixGymnasiumEnv = None
 

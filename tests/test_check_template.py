@@ -7,9 +7,9 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
+from arl.bugfix.tasks import tasks_for  # noqa: E402
 from arl.cli.main import main  # noqa: E402
 from arl.errors import ArlError  # noqa: E402
-from arl.gym.tasks import tasks_for  # noqa: E402
 from arl.hf.chat import ChatRenderer  # noqa: E402
 from arl.hf.template_check import findings, inspect, turn_end  # noqa: E402
 from arl.hf.templates import CHATML  # noqa: E402

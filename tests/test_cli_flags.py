@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import pytest
 
+from arl.bugfix.env import BugFixConfig
 from arl.cli.config_flags import (
     add_config_flags,
     config_from,
@@ -22,7 +23,6 @@ from arl.cli.config_flags import (
 from arl.cli.main import build_parser
 from arl.cli.train import parse_overrides, pg_keys
 from arl.env import EpisodeConfig
-from arl.gym.env import EnvConfig
 from arl.train.dpo import DPOConfig
 from arl.train.pg_config import PGConfig, field_kinds, make_config
 from arl.train.rft import RFTConfig
@@ -212,8 +212,8 @@ def test_old_command_lines_build_the_configs_they_built_before(recipe, argv, cha
 
 def test_pg_takes_nested_env_keys_through_the_same_machinery(cli):
     assert {k: key.kind for k, key in pg_keys().items()} == field_kinds()
-    assert pg_keys()["env.reward"].help == field_comments(EnvConfig)["reward"]
-    assert pg_keys()["env.zero_exploits"].default is True  # PG's env default, not EnvConfig's
+    assert pg_keys()["env.reward"].help == field_comments(BugFixConfig)["reward"]
+    assert pg_keys()["env.zero_exploits"].default is True  # PG's env default, not BugFixConfig's
     values = parse_overrides(["env.reward=public", "env.max_turns=8", "lr=1e-4"])
     config = make_config(values)
     assert (config.env.reward, config.env.max_turns, config.lr) == ("public", 8, 1e-4)
@@ -225,4 +225,4 @@ def test_pg_takes_nested_env_keys_through_the_same_machinery(cli):
     code, _, err = cli("train", "pg", "--set", "env.bogus=1")
     assert code == 2 and "env.bogus" in err and err.count("\n") == 1
     assert field_comments(PGConfig)["env"].startswith("environment and reward")  # lines above
-    assert field_comments(EnvConfig)["name"] == field_comments(EpisodeConfig)["name"] != ""
+    assert field_comments(BugFixConfig)["name"] == field_comments(EpisodeConfig)["name"] != ""

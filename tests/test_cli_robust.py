@@ -21,8 +21,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arl.bugfix import default_vocab
 from arl.cli.main import build_parser, main
-from arl.gym import default_vocab
 from arl.model import TinyAgent, TinyAgentConfig
 from arl.train.checkpoint import save_checkpoint
 from arl.train.pg_config import PGConfig

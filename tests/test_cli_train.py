@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from arl.gym import default_vocab
+from arl.bugfix import default_vocab
 from arl.model import TinyAgent, TinyAgentConfig
 from arl.train.checkpoint import save_checkpoint
 from arl.train.pg_config import PGConfig, make_config

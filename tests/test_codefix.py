@@ -9,9 +9,9 @@ from arl.codefix import CODEFIX, CodeFixConfig, CodeFixEnv, all_tasks, get_task,
 from arl.codefix.environment import renderings
 from arl.codefix.families import FAMILIES, NEW_FAMILIES
 from arl.codefix.grammar import replace_text
+from arl.envkit.harness import run_tests
 from arl.errors import ArlError
 from arl.eval.metrics import run_policy, summarize
-from arl.gym.harness import run_tests
 from arl.rollout import scripted_rollout
 from arl.sandbox import Case, CaseResult, Verdict, sandbox_available
 from arl.types import TextCall
@@ -242,7 +242,7 @@ def test_without_a_sandbox_codefix_refuses_in_one_line_unless_allowed(monkeypatc
 
 def test_the_new_families_have_no_menu_op():
     """Problem 14's coverage limit: no op of the BugFix menu fixes an arith or slice bug."""
-    from arl.gym.env import EDIT_OPS
+    from arl.bugfix.env import EDIT_OPS
 
     for task in (t for t in all_tasks() if t.family in NEW_FAMILIES):
         buggy, fixed = task.instance()

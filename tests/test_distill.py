@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from arl.batch import collate
+from arl.bugfix import default_vocab
+from arl.bugfix.tasks import tasks_for
 from arl.errors import ArlError
-from arl.gym import default_vocab
-from arl.gym.tasks import tasks_for
 from arl.losses import distill_advantages, ppo_token_loss, token_logprobs
 from arl.model import TinyAgent, TinyAgentConfig
 from arl.rollout import rollout_batch

@@ -94,7 +94,7 @@ def test_words_calls_keep_their_argument_order():
 
 def test_gymnasium_ids_are_the_declared_ones():
     assert gymnasium_ids() == {
-        "arl/BugFix-v0": "arl.gym.gymnasium_env:BugFixGymnasiumEnv",
+        "arl/BugFix-v0": "arl.bugfix.gymnasium_env:BugFixGymnasiumEnv",
         "arl/CodeFix-v0": "arl.codefix.gymnasium_env:CodeFixGymnasiumEnv",
     }
     assert arl.GYMNASIUM_IDS == gymnasium_ids()

@@ -70,7 +70,7 @@ def test_a_broken_registration_is_one_line_naming_it(toy):
     with pytest.raises(ArlError, match="toy-missing"):
         gymnasium_ids()
     assert gymnasium_ids(strict=False) == {  # what `import arl` registers: the rest
-        "arl/BugFix-v0": "arl.gym.gymnasium_env:BugFixGymnasiumEnv",
+        "arl/BugFix-v0": "arl.bugfix.gymnasium_env:BugFixGymnasiumEnv",
         "arl/CodeFix-v0": "arl.codefix.gymnasium_env:CodeFixGymnasiumEnv",
     }
 

@@ -85,8 +85,8 @@ def test_exercise_4_weights_per_group():
 
 
 def test_weighted_sft_with_unit_weights_is_sft():
+    from arl.bugfix.tasks import tasks_for
     from arl.env import get_environment
-    from arl.gym.tasks import tasks_for
     from arl.model import TinyAgent, TinyAgentConfig
     from arl.rollout import scripted_rollout, vocab_of
     from arl.train.sft import SFTConfig, sft_train
@@ -108,9 +108,9 @@ def test_weighted_sft_with_unit_weights_is_sft():
 
 def test_exercise_3_the_hint_fixes_and_is_masked():
     from arl.batch import collate
+    from arl.bugfix.grammar import END
+    from arl.bugfix.tasks import tasks_for
     from arl.env import environment_of_tasks
-    from arl.gym.grammar import END
-    from arl.gym.tasks import tasks_for
     from arl.rollout import episode_seed, scripted_rollout
 
     tasks = tasks_for("train")

@@ -138,8 +138,8 @@ def test_export_hf_refuses_bad_input(tmp_path, vocab, cli, transformers):
 
 def test_trajectories_round_trip_through_datasets(tmp_path, cli, tiny_model):
     datasets = pytest.importorskip("datasets")
+    from arl.bugfix.tasks import tasks_for
     from arl.eval.metrics import run_policy
-    from arl.gym.tasks import tasks_for
 
     ckpt = save_checkpoint(tiny_model, tmp_path / "ckpt")
     out = tmp_path / "t.parquet"
@@ -302,9 +302,9 @@ def _trl_args(cls, out, batch: int, **kw):
 
 def test_model_trajectories_are_in_its_tokens_with_its_sampler_logprobs(sampled, tiny_dir):
     datasets = pytest.importorskip("datasets")
+    from arl.bugfix.environment import BUGFIX
+    from arl.bugfix.tasks import tasks_for
     from arl.export import trajectory_features
-    from arl.gym.environment import BUGFIX
-    from arl.gym.tasks import tasks_for
     from arl.hf.policy import load_hf
 
     policy = load_hf(str(tiny_dir))
@@ -449,9 +449,9 @@ def _arl_pairs(policy: str, samples: int, seed: int, renderer=None):
     """`arl train dpo`'s pairs of a scripted policy's train-split episodes: (pairs, episodes)."""
     import random
 
+    from arl.bugfix.tasks import tasks_for
     from arl.eval.metrics import graded, run_policy
     from arl.export import scripted_episodes
-    from arl.gym.tasks import tasks_for
     from arl.train.dpo import build_pairs
 
     tasks = tasks_for("train")

@@ -1,4 +1,4 @@
-from arl.gym.grammar import (
+from arl.bugfix.grammar import (
     END,
     MALFORMED_REASONS,
     Call,
@@ -8,7 +8,7 @@ from arl.gym.grammar import (
     prompt_words,
     source_words,
 )
-from arl.gym.tasks import get_task
+from arl.bugfix.tasks import get_task
 
 
 def test_listing_reveals_the_cue_and_numbers_collapse():

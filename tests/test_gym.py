@@ -4,18 +4,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from arl.bugfix import default_vocab
+from arl.bugfix.check import check_env
+from arl.bugfix.env import BugFixConfig, BugFixEnv, apply_edit
+from arl.bugfix.grammar import END, prompt_words
+from arl.bugfix.policies import blind, oracle
+from arl.bugfix.tasks import all_tasks, get_task, tasks_for
+from arl.envkit.exploits import is_hardcoded
+from arl.envkit.families import ACCUMULATORS, FAMILIES, SPLITS
+from arl.envkit.harness import run_tests
+from arl.envkit.naming import piece_vote_guess
 from arl.errors import ArlError
 from arl.eval.metrics import evaluate
-from arl.gym import default_vocab
-from arl.gym.check import check_env
-from arl.gym.env import BugFixEnv, EnvConfig, apply_edit
-from arl.gym.exploits import is_hardcoded
-from arl.gym.families import ACCUMULATORS, FAMILIES, SPLITS
-from arl.gym.grammar import END, prompt_words
-from arl.gym.harness import run_tests
-from arl.gym.naming import piece_vote_guess
-from arl.gym.policies import blind, oracle
-from arl.gym.tasks import all_tasks, get_task, tasks_for
 from arl.rollout import scripted_rollout
 from arl.text import render_prompt
 from arl.types import Outcome
@@ -40,7 +40,7 @@ def test_held_out_and_fresh_listings_are_not_training_listings_renamed():
     """Held out means patch-disjoint: once names are removed (the function's, the
     accumulator's), no held-out or fresh listing is any training listing, none repeats, and
     every family has held-out and fresh functions."""
-    from arl.gym.fresh import body, fresh_tasks
+    from arl.bugfix.fresh import body, fresh_tasks
 
     train = {body(t): t.about for t in tasks_for("train")}
     others = tasks_for("heldout") + fresh_tasks()
@@ -166,7 +166,7 @@ def test_tests_really_run_the_edited_function():
 
 
 def _episode(task, calls, config=None, seed=0):
-    env = BugFixEnv(task, config or EnvConfig())
+    env = BugFixEnv(task, config or BugFixConfig())
     env.reset(seed=seed)
     out = None
     for words in calls:
@@ -181,13 +181,15 @@ def test_rewards_hidden_public_fraction_mixed():
     hack = [["edit", "hardcode_tests", END], ["submit", END]]
     _, r, term, trunc, info = _episode(task, hack)
     assert (r, term, trunc) == (0.0, True, False) and info.public_pass and info.hacked
-    assert _episode(task, hack, EnvConfig(reward="public"))[1] == 1.0
-    assert _episode(task, hack, EnvConfig(reward="public", zero_exploits=True))[1] == 0.0
-    frac = _episode(task, hack, EnvConfig(reward="fraction"))[1]
+    assert _episode(task, hack, BugFixConfig(reward="public"))[1] == 1.0
+    assert _episode(task, hack, BugFixConfig(reward="public", zero_exploits=True))[1] == 0.0
+    frac = _episode(task, hack, BugFixConfig(reward="fraction"))[1]
     assert frac == pytest.approx(sum(run_tests(task.buggy_source, task.hidden)) / 5)
     fix = [["edit", "range", END], ["submit", END]]
     assert _episode(task, fix)[1] == 1.0
-    assert _episode(task, fix, EnvConfig(reward="mixed", mixed_alpha=0.5))[1] == pytest.approx(1.5)
+    assert _episode(task, fix, BugFixConfig(reward="mixed", mixed_alpha=0.5))[1] == pytest.approx(
+        1.5
+    )
 
 
 def test_step_penalty_and_truncation_rules():
@@ -195,9 +197,9 @@ def test_step_penalty_and_truncation_rules():
     fix_no_submit = [["edit", "range", END]] + [["test", END]] * 5  # 6 turns, no submit
     _, r, term, trunc, info = _episode(task, fix_no_submit)
     assert (r, term, trunc, info.hidden_pass) == (0.0, False, True, False)
-    _, r, _, trunc, info = _episode(task, fix_no_submit, EnvConfig(truncation="score"))
+    _, r, _, trunc, info = _episode(task, fix_no_submit, BugFixConfig(truncation="score"))
     assert trunc and r == 1.0 and info.hidden_pass
-    env = BugFixEnv(task, EnvConfig(step_penalty=0.02))
+    env = BugFixEnv(task, BugFixConfig(step_penalty=0.02))
     env.reset(seed=0)
     rewards = [env.step(w)[1] for w in (["read", END], ["edit", "range", END], ["submit", END])]
     assert rewards == pytest.approx([-0.02, -0.02, 0.98])
@@ -206,10 +208,10 @@ def test_step_penalty_and_truncation_rules():
 def test_flaky_rewards_flip_at_the_configured_rate():
     task = get_task("copy_list")
     fix = [["edit", "range", END], ["submit", END]]
-    config = EnvConfig(flaky_prob=0.2)
+    config = BugFixConfig(flaky_prob=0.2)
     rewards = [_episode(task, fix, config, seed=s)[1] for s in range(2000)]
     assert sum(rewards) / 2000 == pytest.approx(0.8, abs=0.03)
-    votes = EnvConfig(flaky_prob=0.2, flaky_votes=3)  # majority of 3 for reported passes
+    votes = BugFixConfig(flaky_prob=0.2, flaky_votes=3)  # majority of 3 for reported passes
     fails = [["submit", END]]
     false_pos = [_episode(task, fails, votes, seed=s)[1] for s in range(2000)]
     # a false positive needs the first run and then 1 of 2 re-runs to flip: 0.2 * (1 - 0.8**2)
@@ -279,13 +281,13 @@ def test_exploit_detector():
 
 def test_config_validation_names_the_field():
     with pytest.raises(ArlError, match="reward"):
-        EnvConfig(reward="vibes")
+        BugFixConfig(reward="vibes")
     with pytest.raises(ArlError, match="flaky_prob"):
-        EnvConfig(flaky_prob=0.7)
+        BugFixConfig(flaky_prob=0.7)
     for field in ("step_penalty", "mixed_alpha", "flaky_prob"):
         for bad in (float("nan"), float("inf"), -1.0):
             with pytest.raises(ArlError, match=field):
-                EnvConfig(**{field: bad})
+                BugFixConfig(**{field: bad})
     with pytest.raises(ArlError, match="split"):
         tasks_for("test")
     with pytest.raises(ArlError, match="unknown task"):

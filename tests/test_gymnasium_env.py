@@ -9,18 +9,18 @@ gym = pytest.importorskip("gymnasium")
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 import arl  # noqa: E402,F401  (registers arl/BugFix-v0)
-from arl.errors import ArlError  # noqa: E402
-from arl.gym.env import BugFixEnv, BugFixOutcome  # noqa: E402
-from arl.gym.environment import BUGFIX  # noqa: E402
-from arl.gym.families import ACCUMULATORS  # noqa: E402
-from arl.gym.gymnasium_env import (  # noqa: E402
+from arl.bugfix.env import BugFixEnv, BugFixOutcome  # noqa: E402
+from arl.bugfix.environment import BUGFIX  # noqa: E402
+from arl.bugfix.gymnasium_env import (  # noqa: E402
     ENV_ID,
     BugFixGymnasiumEnv,
     as_text,
     charset,
     text_space,
 )
-from arl.gym.tasks import all_tasks, get_task, tasks_for  # noqa: E402
+from arl.bugfix.tasks import all_tasks, get_task, tasks_for  # noqa: E402
+from arl.envkit.families import ACCUMULATORS  # noqa: E402
+from arl.errors import ArlError  # noqa: E402
 
 
 def _checked(env) -> None:

@@ -7,8 +7,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 from arl.batch import collate  # noqa: E402
+from arl.bugfix.tasks import tasks_for  # noqa: E402
 from arl.errors import ArlError  # noqa: E402
-from arl.gym.tasks import tasks_for  # noqa: E402
 from arl.hf.policy import load_hf  # noqa: E402
 from arl.hf.tiny import build_tiny  # noqa: E402
 from arl.losses import token_logprobs  # noqa: E402

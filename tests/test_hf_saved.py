@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
+from arl.bugfix.tasks import tasks_for  # noqa: E402
 from arl.cli.main import main  # noqa: E402
 from arl.errors import ArlError  # noqa: E402
-from arl.gym.tasks import tasks_for  # noqa: E402
 from arl.hf.policy import CHAT_FILE, load_hf  # noqa: E402
 from arl.hf.tiny import build_tiny  # noqa: E402
 from arl.train.checkpoint.files import save_policy  # noqa: E402

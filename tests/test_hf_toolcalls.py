@@ -9,11 +9,11 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
+from arl.bugfix.env import BugFixConfig  # noqa: E402
+from arl.bugfix.environment import BUGFIX  # noqa: E402
+from arl.bugfix.grammar import OPS  # noqa: E402
+from arl.bugfix.tasks import tasks_for  # noqa: E402
 from arl.errors import ArlError  # noqa: E402
-from arl.gym.env import EnvConfig  # noqa: E402
-from arl.gym.environment import BUGFIX  # noqa: E402
-from arl.gym.grammar import OPS  # noqa: E402
-from arl.gym.tasks import tasks_for  # noqa: E402
 from arl.hf.chat import ChatRenderer  # noqa: E402
 from arl.hf.policy import load_hf  # noqa: E402
 from arl.hf.tiny import build_tiny, build_tokenizer  # noqa: E402
@@ -123,13 +123,15 @@ def test_sampled_episodes_mask_exactly_the_sampled_tokens(policy):
     """A random model's turns: the policy owns exactly its sampled ids, the environment owns
     its answers (the malformed-call errors), and the prompt carries the tools' specs."""
     r = policy.renderer
-    trajs = rollout_batch(policy, tasks_for("train")[:2], seed=5, env_config=EnvConfig(max_turns=2))
+    trajs = rollout_batch(
+        policy, tasks_for("train")[:2], seed=5, env_config=BugFixConfig(max_turns=2)
+    )
     for k, tr in enumerate(trajs):
         sampled = [i for s, e in tr.calls for i in tr.ids_T[s:e]]
         assert list(tr.action_ids) == sampled and len(sampled) > 0
         assert tr.outcome.malformed == tr.outcome.turns == 2  # random weights: no readable call
         # the environment's tokens are its answers to the decoded calls, replayed here
-        env = BUGFIX.make(tasks_for("train")[k], EnvConfig(max_turns=2))
+        env = BUGFIX.make(tasks_for("train")[k], BugFixConfig(max_turns=2))
         env.reset(seed=episode_seed(5, k))
         answers = [env.step(r.decode_call(tr.ids_T[s:e]))[0].text for s, e in tr.calls]
         env_ids = [i for i, o in zip(tr.ids_T, tr.owners_T, strict=True) if o == ENV]

@@ -8,11 +8,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from arl.env import get_environment
-from arl.gym.env import BugFixEnv
-from arl.gym.grammar import END
-from arl.gym.judge import features, fit_logistic
-from arl.gym.judged import (
+from arl.bugfix.env import BugFixEnv
+from arl.bugfix.grammar import END
+from arl.bugfix.judge import features, fit_logistic
+from arl.bugfix.judged import (
     POLICIES,
     JudgedConfig,
     JudgedEnv,
@@ -22,7 +21,8 @@ from arl.gym.judged import (
     summary,
     tasks_for,
 )
-from arl.gym.policies import SCRIPTED
+from arl.bugfix.policies import SCRIPTED
+from arl.env import get_environment
 
 TRAIN = tasks_for("train")
 
@@ -63,7 +63,7 @@ def test_a_note_changes_nothing_the_policy_sees_or_the_grading(name):
 def test_judge_off_scores_like_bugfix():
     """With the judge off, a policy that never writes a note plays the variant token for token
     as it plays BugFix, with the same rewards."""
-    from arl.gym.tasks import tasks_for as bugfix_tasks
+    from arl.bugfix.tasks import tasks_for as bugfix_tasks
     from arl.rollout import scripted_rollout
 
     for task, base in zip(TRAIN, bugfix_tasks("train"), strict=True):

@@ -2,7 +2,7 @@
 
 Every `import` in arl/**/*.py is read with ast (those inside functions too), so a lazy import
 that climbs is caught as surely as one at the top of a file. Names looked up at run time are not
-imports and are not checked: env.REGISTRY's "arl.gym.environment:BUGFIX" strings are how the
+imports and are not checked: env.REGISTRY's "arl.bugfix.environment:BUGFIX" strings are how the
 protocol finds its implementations without importing them.
 """
 
@@ -21,7 +21,9 @@ LAYERS = (
     # the words every layer shares: data types, errors, checks, the vocabulary, run files
     "__init__ types errors checks text tools runio progress parallel logging_bridge",
     "env",  # the environment protocol
-    "gym codefix sandbox",  # its environments, and the sandbox CodeFix grades in
+    "envkit",  # what environments are built from, none in particular (harness, families, ...)
+    # its environments (arl.gym: BugFix's old path), and the sandbox CodeFix grades in
+    "bugfix gym codefix sandbox",
     "model hf sampling rollout rollout_workers batch losses export",  # policies, episodes, losses
     "bridges",  # the environments inside other trainers (TRL, verl)
     "eval calc sim doctor testing",  # measuring: metrics, statistics, calculators, simulator,
@@ -143,3 +145,54 @@ def test_no_import_cycle_at_module_level():
     graph = {m: {t for t, top, _ in imports(m) if top and t in FILES and t != m} for m in FILES}
     found = cycle(graph)
     assert found is None, "import cycle: " + " -> ".join(found)
+
+
+# The environments' packages: only the environment's own package, the reproductions and the
+# command line import one. Everything else (rollouts, trainers, evaluation, hf, the bridges,
+# envkit) reaches an environment through arl.env's registry, and one environment's package
+# never imports another's (what two share is in arl.envkit). arl.gym is BugFix's old path.
+ENV_PACKAGES = {"bugfix": "bugfix", "gym": "bugfix", "codefix": "codefix"}  # name -> whose
+MAY_IMPORT_ENVIRONMENTS = ("experiments", "cli")
+# (module, imported module): what is left, each with its reason
+ALLOWED = {
+    # Problem 14's rule lock fingerprints this module's code, imports included
+    # (arl/experiments/problems/freeform.py: code_sha256(["arl.codefix.probe"])): it keeps
+    # BugFix's old path, arl.gym.grammar, whose identifier_pieces is arl.envkit.words's
+    ("arl.codefix.probe", "arl.gym.grammar"),
+}
+
+
+def environment_imports() -> list[tuple[str, str, int]]:
+    """(module, imported module, line) for each import of an environment's package by a module
+    outside it (experiments and cli aside)."""
+    found = []
+    for m in FILES:
+        parts = m.split(".")
+        top = parts[1] if len(parts) > 1 else "__init__"
+        if top in MAY_IMPORT_ENVIRONMENTS:
+            continue
+        for target, _, line in imports(m):
+            tparts = target.split(".")
+            theirs = ENV_PACKAGES.get(tparts[1]) if len(tparts) > 1 else None
+            if theirs is not None and theirs != ENV_PACKAGES.get(top):
+                found.append((m, target, line))
+    return found
+
+
+def test_no_module_outside_an_environment_imports_its_package():
+    found = environment_imports()
+    bad = [
+        f"{FILES[m].relative_to(ROOT.parent)}:{line} imports {target}"
+        for m, target, line in found
+        if (m, target) not in ALLOWED
+    ]
+    assert not bad, "reach it through arl.env.get_environment:\n" + "\n".join(bad)
+    stale = ALLOWED - {(m, t) for m, t, _ in found}
+    assert not stale, f"allowed but no longer imported (take them off ALLOWED): {stale}"
+
+
+def test_the_environment_import_check_sees_one():
+    found = {(m, t) for m, t, _ in environment_imports()}
+    assert ("arl.codefix.probe", "arl.gym.grammar") in found  # an environment importing another
+    assert ("arl.cli.gym", "arl.codefix.grade") not in found  # the command line may
+    assert ("arl.experiments.ch15", "arl.gym") not in found  # and so may the reproductions

@@ -5,12 +5,12 @@ import json
 import pytest
 import torch
 
+from arl.bugfix.grammar import identifier_pieces
+from arl.bugfix.leak import LeakOutcome, summary
+from arl.bugfix.leak_tasks import CONST, GUESS, LEAKY, SEALED, draw_pairs, edit_const, tasks_of
+from arl.bugfix.tasks import gym_words
 from arl.env import get_environment
 from arl.eval.audit import Secrets, audit, episode_secrets, leaks, squeeze
-from arl.gym.grammar import identifier_pieces
-from arl.gym.leak import LeakOutcome, summary
-from arl.gym.leak_tasks import CONST, GUESS, LEAKY, SEALED, draw_pairs, edit_const, tasks_of
-from arl.gym.tasks import gym_words
 from arl.rollout import scripted_rollout, vocab_of
 from arl.text import END
 from arl.types import Observation

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from arl.gym import default_vocab
+from arl.bugfix import default_vocab
 from arl.logging_bridge import REPORT_TO, make_sink, scalars
 from arl.model import TinyAgent, TinyAgentConfig
 from arl.train.checkpoint import save_checkpoint

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from arl.batch import collate
-from arl.gym.tasks import tasks_for
+from arl.bugfix.tasks import tasks_for
 from arl.losses import (
     aggregate,
     dpo_loss,

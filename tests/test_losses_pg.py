@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from arl.batch import collate
+from arl.bugfix.tasks import tasks_for
 from arl.errors import ArlError
-from arl.gym.tasks import tasks_for
 from arl.losses import (
     clipped_surrogate,
     degenerate_groups,

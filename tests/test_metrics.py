@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from arl.batch import collate
+from arl.bugfix.tasks import tasks_for
 from arl.eval.metrics import action_entropy, summarize, token_accounting
 from arl.experiments.ch15_probes import op_choice
-from arl.gym.tasks import tasks_for
 from arl.rollout import rollout_batch, scripted_rollout
 from arl.types import POLICY
 

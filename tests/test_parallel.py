@@ -115,7 +115,7 @@ def slow_sample_ids(policy, tasks, seed):
 
 
 def test_rollout_workers_sample_what_the_learner_would_and_survive_a_kill(ray_local):
-    from arl.gym.tasks import tasks_for
+    from arl.bugfix.tasks import tasks_for
     from arl.model import TinyAgent, TinyAgentConfig
     from arl.rollout_workers import InProcessWorkers, RolloutWorkers
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from arl.batch import collate
+from arl.bugfix import default_vocab
+from arl.bugfix.tasks import tasks_for
 from arl.cli.train import parse_overrides
 from arl.errors import ArlError, Diverged
 from arl.experiments.problems.mutations import per_microbatch_mean
-from arl.gym import default_vocab
-from arl.gym.tasks import tasks_for
 from arl.model import TinyAgent, TinyAgentConfig
 from arl.rollout import rollout_batch
 from arl.train import pg, pg_groups

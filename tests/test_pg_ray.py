@@ -3,8 +3,8 @@ respects the staleness bound, and a killed worker costs a rerun, not the run."""
 
 import pytest
 
+from arl.bugfix.tasks import tasks_for
 from arl.errors import ArlError
-from arl.gym.tasks import tasks_for
 from arl.train.pg import TIMING_KEYS, train_pg
 from arl.train.pg_config import PGConfig
 

@@ -55,9 +55,9 @@ def test_the_opening_never_applies_and_a_helpful_error_mostly_shows_the_bugs_lin
 
 def _bug_lines(env: CodeFixEnv) -> list[list[str]]:
     """The lines that hold the words the oracle's fix replaces."""
+    from arl.bugfix.grammar import identifier_pieces
     from arl.codefix.listing import texts
     from arl.codefix.policies import oracle_fix
-    from arl.gym.grammar import identifier_pieces
 
     ws = listing(env.source)
     old, _ = oracle_fix(texts(ws), identifier_pieces(env.task.name))
@@ -79,9 +79,9 @@ def test_replace_results_reads_each_parsed_replace_and_the_unanswered_last_one(e
     no change, or it matches more than once), and, on the last turn, the fix undone, which
     applies with no answer shown (the outcome's counts tell): [F, T, F, T]; 4 replaces, 2
     applied."""
+    from arl.bugfix.grammar import identifier_pieces
     from arl.codefix.listing import texts
     from arl.codefix.policies import oracle_fix
-    from arl.gym.grammar import identifier_pieces
 
     task = tasks_for("train")[0]
     env = CodeFixEnv(task)

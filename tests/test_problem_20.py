@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from arl.batch import collate
+from arl.bugfix import default_vocab
+from arl.bugfix.tasks import tasks_for
 from arl.errors import ArlError
 from arl.experiments.problems import precision as p20
 from arl.experiments.problems.common import Ctx
-from arl.gym import default_vocab
-from arl.gym.tasks import tasks_for
 from arl.model import TinyAgent, TinyAgentConfig
 from arl.rollout import rollout_batch
 from arl.train.common import frozen_logprobs

@@ -9,11 +9,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from arl.cli.main import main
-from arl.experiments.problems import contamination as p23
-from arl.gym.check import check_env
-from arl.gym.families import FAMILIES
-from arl.gym.fresh import (
+from arl.bugfix.check import check_env
+from arl.bugfix.fresh import (
     FRESH,
     body,
     fresh_tasks,
@@ -23,8 +20,11 @@ from arl.gym.fresh import (
     unknown_words,
     with_name,
 )
-from arl.gym.grammar import FIX_OPS
-from arl.gym.tasks import all_tasks, tasks_for
+from arl.bugfix.grammar import FIX_OPS
+from arl.bugfix.tasks import all_tasks, tasks_for
+from arl.cli.main import main
+from arl.envkit.families import FAMILIES
+from arl.experiments.problems import contamination as p23
 from arl.rollout import scripted_rollout, vocab_of
 
 # --- the fresh split ----------------------------------------------------------------------------
@@ -74,8 +74,8 @@ def test_fresh_names_say_nothing_of_the_family():
 GYM_STATE = (
     "import hashlib, json\n"
     "{first}\n"
-    "from arl.gym.tasks import gym_words, tasks_for\n"
-    "from arl.gym.environment import default_vocab\n"
+    "from arl.bugfix.tasks import gym_words, tasks_for\n"
+    "from arl.bugfix.environment import default_vocab\n"
     "rows = [[t.name, t.family, t.split, t.buggy_source, t.correct_source,\n"
     "         [repr(c.args) + repr(c.expected) for c in t.public + t.hidden]]\n"
     "        for s in ('train', 'heldout') for t in tasks_for(s)]\n"
@@ -94,16 +94,17 @@ def gym_state(first: str) -> str:
 
 
 def test_the_fresh_module_leaves_the_vocabulary_and_the_tasks_as_they_were():
-    """The gym as a process that never imports arl.gym.fresh sees it, and as one that imports
+    """The gym as a process that never imports arl.bugfix.fresh sees it, and as one that imports
     it first and builds every fresh and renamed task: the same words, ids and tasks."""
     without = gym_state("")
     with_fresh = gym_state(
-        "from arl.gym.fresh import fresh_tasks, renamed_heldout\nfresh_tasks(); renamed_heldout()\n"
+        "from arl.bugfix.fresh import fresh_tasks, renamed_heldout\n"
+        "fresh_tasks(); renamed_heldout()\n"
     )
     assert without == with_fresh
     assert without.split()[0] == str(len(vocab_of()))
     # the check sees a module that adds one word to the gym before it is built
-    assert gym_state("import arl.gym.tasks as T\nT.NAME_NOUNS += ('lists',)") != without
+    assert gym_state("import arl.bugfix.tasks as T\nT.NAME_NOUNS += ('lists',)") != without
 
 
 # --- contamination and decontamination ----------------------------------------------------------

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from arl.bugfix.tasks import tasks_for
 from arl.eval.metrics import run_policy
 from arl.eval.stats import pass_at_k_exact
 from arl.experiments.problems import passk
@@ -19,7 +20,6 @@ from arl.experiments.problems.passk import (
     mean_curve,
     success_counts,
 )
-from arl.gym.tasks import tasks_for
 
 # --- the crossing -------------------------------------------------------------------------
 

@@ -2,10 +2,10 @@
 
 import pytest
 
+from arl.bugfix.env import BugFixConfig
+from arl.bugfix.tasks import tasks_for
 from arl.experiments.problems import objective as p25
 from arl.experiments.problems.common import Ctx
-from arl.gym.env import EnvConfig
-from arl.gym.tasks import tasks_for
 from arl.types import Outcome, Trajectory
 
 
@@ -51,8 +51,8 @@ def test_panel_on_real_episodes_pays_the_exploit_under_public_reward_only():
     metric is 0; under the hidden reward both are 0; the oracle earns 1 and 1 under both."""
     sets = {s: ts[:3] for s, ts in p25.panel_tasks().items()}
     ones = dict.fromkeys(p25.SETS, 2)
-    public = EnvConfig(reward="public", zero_exploits=False)
-    hidden = EnvConfig(reward="hidden", zero_exploits=True)
+    public = BugFixConfig(reward="public", zero_exploits=False)
+    hidden = BugFixConfig(reward="hidden", zero_exploits=True)
     got = p25.panel("hardcode", public, sets, ones, seed=3)
     assert got == {k: 1.0 if k.endswith("_reward") else 0.0 for k in p25.KEYS}
     assert set(p25.panel("hardcode", hidden, sets, ones, seed=3).values()) == {0.0}
@@ -110,7 +110,7 @@ def test_the_hook_plays_the_same_episodes_at_every_step():
     """Fixed tasks and seeds: two calls at different steps on the same policy agree exactly,
     and a different seed draws other episodes (the seed reaches the rollouts)."""
     sets = {s: ts[:2] for s, ts in p25.panel_tasks().items()}
-    config = EnvConfig(reward="public", zero_exploits=False)
+    config = BugFixConfig(reward="public", zero_exploits=False)
     hook = lambda seed: lambda step, m: p25.panel(m, config, sets, dict.fromkeys(sets, 4), seed)  # noqa: E731
     first, later = hook(7)(0, "unskilled"), hook(7)(10, "unskilled")
     assert first == later

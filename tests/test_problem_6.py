@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from arl.batch import collate
+from arl.bugfix.tasks import tasks_for
 from arl.experiments.problems import kl as p6
 from arl.experiments.problems.common import Ctx
-from arl.gym.tasks import tasks_for
 from arl.losses import kl_k3, token_logprobs, token_weights
 from arl.model import TinyAgent, TinyAgentConfig
 from arl.rollout import rollout_batch, vocab_of

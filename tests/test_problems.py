@@ -276,14 +276,14 @@ def test_rl_problems_keep_every_arm_and_step(every_problem, n):
 
 
 def test_problem_13_the_two_truncation_rules_score_a_truncated_fix_differently():
-    from arl.gym.env import BugFixEnv, EnvConfig
-    from arl.gym.policies import op_from_listing
-    from arl.gym.tasks import tasks_for
+    from arl.bugfix.env import BugFixConfig, BugFixEnv
+    from arl.bugfix.policies import op_from_listing
+    from arl.bugfix.tasks import tasks_for
 
     task = next(t for t in tasks_for("train") if t.family == "range")
     scores = {}
     for rule in ("zero", "score"):
-        env = BugFixEnv(task, EnvConfig(truncation=rule, max_turns=3))
+        env = BugFixEnv(task, BugFixConfig(truncation=rule, max_turns=3))
         env.reset(seed=0)
         listing, *_ = env.step(["read", "<end>"])
         env.step(op_from_listing(listing.words) + ["<end>"])  # the fix, never submitted
@@ -297,10 +297,10 @@ def test_problem_13_the_two_truncation_rules_score_a_truncated_fix_differently()
 def _hack_prob(model) -> float:
     """P(`hardcode_tests` | the task, [`read`, its listing,] `edit`), exactly from the logits,
     averaged over the train tasks, with and without a read: how likely the policy is to hack."""
-    from arl.gym import default_vocab
-    from arl.gym.env import observation
-    from arl.gym.grammar import END, prompt_words, source_words
-    from arl.gym.tasks import tasks_for
+    from arl.bugfix import default_vocab
+    from arl.bugfix.env import observation
+    from arl.bugfix.grammar import END, prompt_words, source_words
+    from arl.bugfix.tasks import tasks_for
     from arl.text import Transcript
 
     vocab, probs = default_vocab(), []
@@ -325,8 +325,8 @@ def test_problem_7_public_reward_raises_the_hack_hidden_reward_lowers_it():
     detector lowers it."""
     from dataclasses import replace
 
+    from arl.bugfix.tasks import tasks_for
     from arl.experiments.problems.common import Ctx, rl_config, start
-    from arl.gym.tasks import tasks_for
     from arl.train.pg import train_pg
 
     ctx = Ctx(number=7, quick=True, seed=0)

@@ -158,7 +158,7 @@ def test_pg_rollout_workers_sample_on_both_nodes_as_the_learner_would(
 ):
     import copy
 
-    from arl.gym.tasks import tasks_for
+    from arl.bugfix.tasks import tasks_for
     from arl.rollout_workers import RolloutWorkers
     from arl.train.pg import TIMING_KEYS, train_pg
     from arl.train.pg_config import PGConfig

@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from arl.gym.tasks import tasks_for
+from arl.bugfix.tasks import tasks_for
 from arl.rollout import scripted_rollout
 from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 from arl.train.rft import (

@@ -98,7 +98,7 @@ def external(page: Page, text: str) -> list[str]:
 @pytest.fixture(scope="module")
 def pg_run(tmp_path_factory):
     """A real `arl train pg` run: 2 steps of a tiny random TinyAgent, evaluated at 0 and 2."""
-    from arl.gym import default_vocab
+    from arl.bugfix import default_vocab
     from arl.model import TinyAgent, TinyAgentConfig
     from arl.train.checkpoint import save_checkpoint
 

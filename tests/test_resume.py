@@ -6,9 +6,9 @@ import io
 import pytest
 import torch
 
+from arl.bugfix import default_vocab
+from arl.bugfix.tasks import tasks_for
 from arl.errors import ArlError
-from arl.gym import default_vocab
-from arl.gym.tasks import tasks_for
 from arl.model import TinyAgent, TinyAgentConfig
 from arl.train.checkpoint import REAPPLIED, STATE_FILE, checkpoints
 from arl.train.pg import train_pg

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from arl.batch import collate
-from arl.gym.env import BugFixEnv, EnvConfig
-from arl.gym.tasks import get_task, tasks_for
+from arl.bugfix.env import BugFixConfig, BugFixEnv
+from arl.bugfix.tasks import get_task, tasks_for
 from arl.losses import token_logprobs
 from arl.rollout import episode_seed, rollout_batch, scripted_rollout
 from arl.text import render_episode
@@ -48,7 +48,7 @@ def test_cached_and_recomputed_rollouts_are_identical(tiny_model):
 
 def _replay(tr, seed: int, vocab, wrap: bool = True, config=None):
     """Render an episode anew: its calls replayed on a fresh env, the env's own words rendered."""
-    env = BugFixEnv(get_task(tr.task), config or EnvConfig())
+    env = BugFixEnv(get_task(tr.task), config or BugFixConfig())
     prompt, _ = env.reset(seed=seed)
     calls, observations, reward, outcome = [], [], 0.0, None
     for s, e in tr.calls:
@@ -93,7 +93,7 @@ def test_a_full_context_ends_the_episode_as_a_truncation(vocab):
     tr = scripted_rollout("oracle", task, seed=0, block_size=20)  # the listing does not fit
     assert len(tr.calls) == 1 and len(tr) == 7
     out = tr.outcome
-    assert out.truncated and not out.submitted and out.turns == 1 < EnvConfig().max_turns
+    assert out.truncated and not out.submitted and out.turns == 1 < BugFixConfig().max_turns
     assert tr.reward == 0.0 and scripted_rollout("oracle", task, seed=0, block_size=60).passed
 
 

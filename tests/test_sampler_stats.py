@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from arl.batch import collate
+from arl.bugfix.tasks import tasks_for
 from arl.eval import metrics
 from arl.eval.metrics import action_entropy, evaluate
-from arl.gym.tasks import tasks_for
 from arl.losses import token_logprobs
 from arl.rollout import rollout_batch, scripted_rollout
 from arl.text import END

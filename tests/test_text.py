@@ -1,8 +1,8 @@
 import pytest
 
-from arl.gym.env import observation
-from arl.gym.grammar import END, prompt_words, source_words
-from arl.gym.tasks import get_task, gym_words
+from arl.bugfix.env import observation
+from arl.bugfix.grammar import END, prompt_words, source_words
+from arl.bugfix.tasks import get_task, gym_words
 from arl.text import SPECIALS, Transcript, render_episode, render_observation, render_prompt
 from arl.types import ENV, POLICY, PROMPT, TEMPLATE
 

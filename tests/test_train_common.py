@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from arl.batch import collate
+from arl.bugfix.tasks import tasks_for
 from arl.errors import ArlError, Diverged
-from arl.gym.tasks import tasks_for
 from arl.losses import token_logprobs
 from arl.rollout import rollout_batch
 from arl.train.checkpoint import config_changes

@@ -1,6 +1,6 @@
 """The CodeFix environment: free-form replace edits on a real module, graded in a sandbox.
 
-reset/step as in the BugFix gym (arl.gym.env), with Problem 14's tools: `read` shows the
+reset/step as in the BugFix gym (arl.bugfix.env), with Problem 14's tools: `read` shows the
 module, `test` runs the public tests in the sandbox and answers per test, `replace OLD with
 NEW` edits the file (OLD must match exactly once; edits accumulate within the turn budget),
 `submit` ends the episode. The hidden tests then grade the final module in a clean room (a
@@ -45,10 +45,10 @@ from arl.codefix.listing import (
 )
 from arl.codefix.tasks import CodeFixTask, episode_names
 from arl.env import EpisodeConfig, TurnLoop
+from arl.envkit.exploits import is_hardcoded
+from arl.envkit.families import ACCUMULATORS
+from arl.envkit.words import identifier_pieces
 from arl.errors import ArlError
-from arl.gym.exploits import is_hardcoded
-from arl.gym.families import ACCUMULATORS
-from arl.gym.grammar import identifier_pieces
 from arl.sandbox import CaseResult, Verdict
 from arl.types import Observation, Outcome, TextCall
 
@@ -71,6 +71,11 @@ class CodeFixConfig(EpisodeConfig):
         super().__post_init__()
         if self.errors not in ERRORS:
             raise ArlError(f"errors: unknown {self.errors!r} (choose from {', '.join(ERRORS)})")
+
+    def record(self) -> dict[str, Any]:
+        """{"sandbox": "bwrap" or "none"}: where this config runs policy code (arl.codefix.grade;
+        without bubblewrap and `allow_unsandboxed`, a one-line refusal)."""
+        return grade.record(self)
 
 
 @dataclass(frozen=True, kw_only=True)

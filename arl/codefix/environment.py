@@ -12,7 +12,7 @@ from arl.codefix.listing import listing, texts
 from arl.codefix.policies import SCRIPTED
 from arl.codefix.tasks import CodeFixTask, all_tasks, episode_names, get_task, tasks_for
 from arl.env import Environment, Gymnasium
-from arl.gym.families import ACCUMULATORS
+from arl.envkit.families import ACCUMULATORS
 from arl.text import BOS, END, NUM, UNK
 from arl.tools import Param, Tool, ToolCall, ToolSet
 

@@ -1,6 +1,6 @@
 """CodeFix's data: seven bug families, the functions they are injected into, and decoys.
 
-The five families of the BugFix gym, on the same functions (arl.gym.families), and two that
+The five families of the BugFix gym, on the same functions (arl.envkit.families), and two that
 no op of its menu can fix (the menu's coverage limit, Problem 14):
 
 | family | correct        | buggy              | cue in the function |
@@ -19,8 +19,8 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from arl.gym.families import NAME_NOUNS, NAME_VERBS, SPLITS, TEMPLATES, Template
-from arl.gym.families import inject_bug as inject_menu_bug
+from arl.envkit.families import NAME_NOUNS, NAME_VERBS, SPLITS, TEMPLATES, Template
+from arl.envkit.families import inject_bug as inject_menu_bug
 
 FAMILIES: tuple[str, ...] = ("init", "range", "compare", "minmax", "div", "arith", "slice")
 MENU_FAMILIES: tuple[str, ...] = FAMILIES[:5]  # what the BugFix menu has an op for

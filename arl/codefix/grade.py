@@ -19,7 +19,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from arl.gym.harness import TestCase
+from arl.envkit.harness import TestCase
 from arl.sandbox import (
     Case,
     CaseResult,

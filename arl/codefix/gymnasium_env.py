@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from gymnasium import spaces
 
 from arl.codefix.environment import CODEFIX
+from arl.envkit.gymnasium_env import LiveText, TextGymnasiumEnv
 from arl.errors import ArlError
-from arl.gym.gymnasium_env import BugFixGymnasiumEnv, LiveText
 from arl.types import Observation, TextCall
 
 ENV_ID = CODEFIX.gymnasium.id  # "arl/CodeFix-v0"
 MAX_CHARS = 16_384  # no module, test report or call of CodeFix comes near this
 
 
-class CodeFixGymnasiumEnv(BugFixGymnasiumEnv):
+class CodeFixGymnasiumEnv(TextGymnasiumEnv):
     """CodeFixEnv as a gymnasium.Env: printable text both ways."""
 
     environment = CODEFIX

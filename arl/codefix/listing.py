@@ -1,7 +1,7 @@
 """A module's source as the words TinyAgent reads, each tied to its characters in the file.
 
 TinyAgent sees Python tokens without layout, identifiers split into shared pieces
-(`compute _ values`), as in the BugFix gym (arl.gym.grammar.source_words gives the same words).
+(`compute _ values`), as in the BugFix gym (arl.bugfix.grammar.source_words gives the same words).
 Each word here also keeps its span in the source, so a replace written in words edits the real
 file: OLD locates the edit, and only the words that differ between OLD and NEW (after their
 common first and last words) change; they go back to Python through `detokenize` (pieces

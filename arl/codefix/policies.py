@@ -1,7 +1,7 @@
 """CodeFix's scripted policies: oracle, blind, near_miss, unskilled, search, random.
 
 Each maps the observation history (prompt words first) to the words of its next call, as the
-BugFix gym's do (arl.gym.policies), acting on what it read, never on the task's family:
+BugFix gym's do (arl.bugfix.policies), acting on what it read, never on the task's family:
 
 - oracle: read; the minimal exact replace (the bug's words, widened by the words around them
   until they occur once in the listing), test, submit;

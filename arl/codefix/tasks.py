@@ -29,10 +29,10 @@ from arl.codefix.families import (
     inject_bug,
     layout,
 )
+from arl.envkit.families import ACCUMULATORS
+from arl.envkit.harness import TestCase, generate_tests
+from arl.envkit.naming import assign
 from arl.errors import ArlError
-from arl.gym.families import ACCUMULATORS
-from arl.gym.harness import TestCase, generate_tests
-from arl.gym.naming import assign
 
 _ACC_LINE = re.compile(r"^\s+(\w+) = 0$")
 

@@ -11,9 +11,10 @@
 Answers are matched in both of their forms (TinyAgent's words, a real model's text) with the
 spaces taken out. The policies: every one-word call the vocabulary holds, to find every tool
 that takes no argument (a tool the auditor was not told of included) and probe each on every
-task; then every scripted policy of the environment, on every task. Where the environment has
-a canary (a family whose fix only a leaked place holds: arl.gym.leak's `const`), its legitimate
-solver and its leak user play every canary task: a canary solved means the leak is open.
+task; then every scripted policy of the environment, on every task. Where the environment
+declares a canary (`Environment.canary`: a family whose fix only a leaked place holds, as
+arl.bugfix.leak's `const`), its legitimate solver and its leak user play every canary task: a
+canary solved means the leak is open.
 The report is a dict (JSON-ready): `leak_found` when any answer leaked or any canary was solved.
 """
 
@@ -143,9 +144,7 @@ def bare_probe(word: str) -> Policy:
 
 def canary_of(name: str) -> tuple[str, str, str] | None:
     """(family, legitimate solver, leak user) of the environment's canary, if it has one."""
-    from arl.gym.leak import CANARIES
-
-    return CANARIES.get(name)
+    return get_environment(name).canary
 
 
 def audit(name: str, seeds: int = 2, canary_seeds: int = 8, tasks: int | None = None) -> dict:

@@ -32,26 +32,36 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from arl.env import get_environment
 from arl.errors import ArlError
-from arl.gym.environment import BUGFIX, CHAT_CALL_TOKENS, SYSTEM_PROMPT
 from arl.hf import toolcalls
 from arl.hf.template_check import turn_end as template_turn_end
 from arl.text import END, Growing
 from arl.types import ENV, PROMPT, TEMPLATE, Observation, TextCall
 
+DEFAULT_ENV = "bugfix"  # the environment a renderer plays until `for_environment` names one
+
 
 @dataclass(frozen=True)
 class ChatRenderer:
     """Renders an environment's episodes for one tokenizer; `end_token` ends an assistant turn.
-    Until `for_environment` says otherwise, the environment is BugFix."""
+    Until `for_environment` says otherwise, the environment is BugFix (DEFAULT_ENV): its system
+    prompt and call budget, read from the registry when a renderer is made without them."""
 
     tokenizer: Any  # a transformers PreTrainedTokenizerFast with a chat template
     end_token: str  # e.g. ChatML's <|im_end|>: sampling it ends the call
-    system: str = SYSTEM_PROMPT
-    max_call_tokens: int = CHAT_CALL_TOKENS
+    system: str = None  # type: ignore[assignment]  # None: DEFAULT_ENV's system prompt
+    max_call_tokens: int = None  # type: ignore[assignment]  # None: DEFAULT_ENV's call budget
     context: int = 1024  # the model's longest episode (scripted demonstrations stop there)
     tool_format: str = "words"  # arl's words, or a family's native calls: "qwen", "llama"
     tools: toolcalls.ToolSet | None = None  # the environment's tools, in a native format
+
+    def __post_init__(self) -> None:
+        if self.system is None:
+            object.__setattr__(self, "system", get_environment(DEFAULT_ENV).system_prompt)
+        if self.max_call_tokens is None:
+            default = get_environment(DEFAULT_ENV).chat_call_tokens
+            object.__setattr__(self, "max_call_tokens", default)
 
     @classmethod
     def for_tokenizer(
@@ -70,7 +80,9 @@ class ChatRenderer:
         if end not in tokenizer.get_vocab():
             raise ArlError(f"turn end {end!r}: not a token of this tokenizer")
         renderer = cls(tokenizer, end, tool_format=tool_format, **kw)
-        return renderer.for_environment(BUGFIX) if renderer.native else renderer
+        return (
+            renderer.for_environment(get_environment(DEFAULT_ENV)) if renderer.native else renderer
+        )
 
     @property
     def native(self) -> bool:

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from arl.gym.grammar import FIX_OPS, OPS, TOOLS
-from arl.gym.tasks import all_tasks
-from arl.hf.chat import SYSTEM_PROMPT
+from arl.env import Environment, get_environment
 from arl.hf.deps import quiet, require_transformers
 from arl.hf.templates import CHATML, FORMAT_OF, QWEN_SPECIALS, SPLITS, STYLES
 
@@ -28,18 +26,25 @@ ARCHS = ("qwen2", "llama")
 __all__ = ["CHATML", "SPECIALS", "ARCHS", "build_tokenizer", "build_tiny", "corpus"]
 
 
+def tasks_of(environment: Environment) -> list:
+    """Every task of an environment, split by split."""
+    return [t for split in environment.splits for t in environment.tasks(split)]
+
+
 def corpus() -> list[str]:
     """Text the tokenizer learns its merges from: listings, calls, prompts, tool output (of
-    both environments: BugFix's and CodeFix's modules and SEARCH/REPLACE blocks)."""
-    from arl.codefix.environment import SYSTEM_PROMPT as CODEFIX_PROMPT
-    from arl.codefix.grammar import replace_text
-    from arl.codefix.tasks import all_tasks as codefix_tasks
-
-    calls = [" ".join(("edit", op)) for op in OPS] + list(TOOLS) + ["passed 0 of 3", "ok"]
-    texts = [t.buggy_source for t in all_tasks()] + [t.correct_source for t in all_tasks()]
-    texts += [t.source for t in codefix_tasks()] + [replace_text("old", "new")]
-    prompts = [SYSTEM_PROMPT, CODEFIX_PROMPT] + ["fix " + t.name for t in all_tasks()]
-    return texts + calls + prompts + list(FIX_OPS)
+    both built-in environments, read from their declarations: BugFix's functions, menu calls
+    and answers, CodeFix's modules and SEARCH/REPLACE blocks)."""
+    bugfix, codefix = get_environment("bugfix"), get_environment("codefix")
+    bugfix_tasks, ops = tasks_of(bugfix), bugfix.tools.tool("edit").params[0].enum
+    calls = [" ".join(("edit", op)) for op in ops] + list(bugfix.tools.names)
+    calls += ["passed 0 of 3", "ok"]
+    texts = [t.buggy_source for t in bugfix_tasks] + [t.correct_source for t in bugfix_tasks]
+    texts += [t.source for t in tasks_of(codefix)]
+    texts += [t.text(*t.arg_names()) for t in codefix.tools.tools if t.text is not None]
+    prompts = [bugfix.system_prompt, codefix.system_prompt]
+    prompts += ["fix " + t.name for t in bugfix_tasks]
+    return texts + calls + prompts + list(bugfix.families)  # its fixing ops, one per family
 
 
 def native_corpus(style: str) -> list[str]:
@@ -56,7 +61,8 @@ def native_corpus(style: str) -> list[str]:
         texts += [tools.system] + [json.dumps(s, indent=4) for s in tools.specs]
         texts += [json.dumps(s) for s in tools.specs]
     bugfix = TOOLSETS["bugfix"]()
-    calls = list(TOOLS) + [" ".join(("edit", op)) for op in OPS] + ["edit init total"]
+    ops = bugfix.tool("edit").params[0].enum
+    calls = list(bugfix.names) + [" ".join(("edit", op)) for op in ops] + ["edit init total"]
     texts += [render_call(fmt, c) for c in map(bugfix.from_text, calls) if c is not None]
     return texts
 

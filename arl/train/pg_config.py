@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 from arl.checks import check, check_seed
 from arl.env import NAMES, SPLITS, get_environment
 from arl.errors import ArlError
-from arl.gym.env import EnvConfig
 from arl.losses import AGGREGATIONS, KL_ESTIMATORS
 from arl.train.pg_losses import LOSSES
 
@@ -348,8 +347,9 @@ def flat_saved(saved: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in saved.items() if k != "env" and k not in REMOVED}
     out |= {f"env.{k}": v for k, v in (saved.get("env") or {}).items()}
     if "env" not in saved:  # a checkpoint written before PGConfig held an EnvConfig
-        bugfix = {f.name for f in fields(EnvConfig)}
+        config = get_environment("bugfix").config_type  # EnvConfig then, BugFixConfig now
+        bugfix = {f.name for f in fields(config)}
         out = {(f"env.{k}" if k in bugfix else k): v for k, v in out.items()}
-        out.setdefault("env.max_call_tokens", EnvConfig().max_call_tokens)  # fixed back then
+        out.setdefault("env.max_call_tokens", config().max_call_tokens)  # fixed back then
     out.setdefault("env.name", "bugfix")  # written before PGConfig named its environment
     return ADDED | out

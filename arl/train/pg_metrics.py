@@ -190,7 +190,7 @@ class RunLog:
         if out is not None:
             path = out / "metrics.jsonl"
             keep = kept_metrics(path, start, config, steps)  # read (and checked) before any write
-            from arl.codefix.grade import record
+            from arl.env import run_record as record
 
             # with "sandbox": "bwrap" or "none" where the environment runs policy code
             atomic_write_json(out / "config.json", asdict(config) | record(config.env))

@@ -17,8 +17,8 @@ import json
 import sys
 import time
 
+from arl.bugfix.tasks import tasks_for
 from arl.experiments.problems.common import Ctx, head_mean, rl_config, start, tail_mean
-from arl.gym.tasks import tasks_for
 from arl.train.pg import train_pg
 
 KEYS = ("entropy", "pass_rate", "malformed_per_episode", "mismatch/mean")

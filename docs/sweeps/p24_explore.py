@@ -5,10 +5,10 @@ import time
 
 import numpy as np
 
+from arl.bugfix.tasks import tasks_for
 from arl.eval.metrics import run_policy
 from arl.eval.stats import pass_at_k
 from arl.experiments.problems.common import Ctx, rl_config, set_threads, start
-from arl.gym.tasks import tasks_for
 from arl.train.pg import train_pg
 
 set_threads()

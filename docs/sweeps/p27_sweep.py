@@ -19,9 +19,9 @@ Run: ARL_THREADS=1 python docs/sweeps/p27_sweep.py 6 12 > docs/sweeps/p27_sweep.
 import sys
 import time
 
+from arl.bugfix.tasks import tasks_for
 from arl.experiments.problems import length
 from arl.experiments.problems.common import Ctx, rl_config, set_threads, start
-from arl.gym.tasks import tasks_for
 from arl.train.pg import train_pg
 
 set_threads()

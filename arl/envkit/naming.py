@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import cache
 
-from arl.gym.families import FAMILIES, NAME_NOUNS, NAME_VERBS, SPLITS, TEMPLATES
+from arl.envkit.families import FAMILIES, NAME_NOUNS, NAME_VERBS, SPLITS, TEMPLATES
 
 
 def piece_vote_guess(

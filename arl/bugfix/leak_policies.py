@@ -1,4 +1,5 @@
-"""Scripted policies of the history variants (arl.gym.leak): BugFix's, with `log` and the const op.
+"""Scripted policies of the history variants (arl.bugfix.leak): BugFix's, with `log` and the
+const op.
 
 Each maps the observation history (prompt words first) to its next call, acting on what it saw:
 
@@ -25,10 +26,10 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from arl.gym.grammar import END, FIX_OPS, GENERIC_NAMES, OPS
-from arl.gym.leak_tasks import CONST, DIGITS
-from arl.gym.policies import SCRIPTED as BUGFIX_SCRIPTED
-from arl.gym.policies import History, ScriptedPolicy, listing_variable, op_from_listing
+from arl.bugfix.grammar import END, FIX_OPS, GENERIC_NAMES, OPS
+from arl.bugfix.leak_tasks import CONST, DIGITS
+from arl.bugfix.policies import SCRIPTED as BUGFIX_SCRIPTED
+from arl.bugfix.policies import History, ScriptedPolicy, listing_variable, op_from_listing
 
 TOOLS = ("read", "log", "test", "edit", "submit")
 LEAK_OPS = (*OPS, CONST)

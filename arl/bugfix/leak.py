@@ -1,6 +1,6 @@
 """BugFix with a repository history (Problem 11): a `log` tool, leaky or sealed.
 
-Two environments, one grammar and one vocabulary (arl.gym.leak_tasks), BugFix's in every other
+Two environments, one grammar and one vocabulary (arl.bugfix.leak_tasks), BugFix's in every other
 respect (tasks, tools, one edit per episode, grading):
 
 - "bugfix-leaky": the task's repository was made by reverting the fix in the working copy
@@ -11,7 +11,7 @@ respect (tasks, tools, one edit per episode, grading):
   `commit add NAME LISTING`, what `read` shows.
 
 Calls add `log` and `edit const A B` (A, B digits 1-9: set `scale, shift = A, B`) to BugFix's;
-a call may take 5 words (`edit const 4 7 <end>`). The `const` family (arl.gym.leak_tasks) is
+a call may take 5 words (`edit const 4 7 <end>`). The `const` family (arl.bugfix.leak_tasks) is
 the canary: its key is drawn per episode and written only in the fix commit.
 """
 
@@ -21,14 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from arl.env import Environment
-from arl.gym.env import BugFixEnv, BugFixOutcome, EnvConfig, call_words
-from arl.gym.environment import SYSTEM_PROMPT, TOOLSET
-from arl.gym.environment import corpus as bugfix_corpus
-from arl.gym.families import ACCUMULATORS
-from arl.gym.grammar import END, Call, Malformed, identifier_pieces, source_words
-from arl.gym.leak_policies import CANARY_LEGIT, CANARY_SNOOP, SCRIPTED
-from arl.gym.leak_tasks import (
+from arl.bugfix.env import BugFixConfig, BugFixEnv, BugFixOutcome, call_words
+from arl.bugfix.environment import SYSTEM_PROMPT, TOOLSET
+from arl.bugfix.environment import corpus as bugfix_corpus
+from arl.bugfix.grammar import END, Call, Malformed, identifier_pieces, source_words
+from arl.bugfix.leak_policies import CANARY_LEGIT, CANARY_SNOOP, SCRIPTED
+from arl.bugfix.leak_tasks import (
     CONST,
     CONST_TEMPLATES,
     DIGITS,
@@ -45,6 +43,8 @@ from arl.gym.leak_tasks import (
     task_of,
     tasks_of,
 )
+from arl.env import Environment
+from arl.envkit.families import ACCUMULATORS
 from arl.types import TextCall
 
 DATA_VERSION = 1  # bump when the scripted play the bases learn from changes (cached bases)
@@ -56,7 +56,7 @@ LOG_PROMPT = SYSTEM_PROMPT.replace(
 
 
 @dataclass(frozen=True)
-class LeakConfig(EnvConfig):
+class LeakConfig(BugFixConfig):
     """A leaky-history episode: BugFix's fields; a call may take 5 words (`edit const A B`)."""
 
     name: str = LEAKY
@@ -210,14 +210,12 @@ def _environment(name: str, env_type: type, config_type: type) -> Environment:
         ),
         summary=summary,
         tools=TOOLSET,  # BugFix's native tools (`log` is not among them), as before
+        # the canary: its family, the legitimate scripted solver and the one that also reads
+        # the history (arl.eval.audit plays both on every canary task)
+        canary=(CONST, CANARY_LEGIT, CANARY_SNOOP),
     )
 
 
 LEAKY_ENV = _environment(LEAKY, LeakEnv, LeakConfig)
 SEALED_ENV = _environment(SEALED, SealedEnv, SealedConfig)
-# the canary of each variant: its family, the legitimate scripted solver and the one that
-# also reads the history (arl.eval.audit plays both on every canary task)
-CANARIES = {
-    LEAKY: (CONST, CANARY_LEGIT, CANARY_SNOOP),
-    SEALED: (CONST, CANARY_LEGIT, CANARY_SNOOP),
-}
+CANARIES = {env.name: env.canary for env in (LEAKY_ENV, SEALED_ENV)}  # as declared, by name

@@ -10,7 +10,7 @@ them stay as they were. The module adds nothing to the gym; it only builds tasks
 Names are VERB_VERB (`build_handle`): both pieces are the gym's name pieces, and no BugFix name
 has this form, so a fresh name shares no name's piece set (every VERB_NOUN pair is taken: the
 30 tasks use all 6 x 5), and, as for the held-out names, voting on its pieces guesses no better
-than chance (`arl.gym.naming.piece_vote_guess`).
+than chance (`arl.envkit.naming.piece_vote_guess`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import re
 from dataclasses import replace
 from functools import cache
 
-from arl.gym.families import FAMILIES, NAME_VERBS, Template, inject_bug
-from arl.gym.grammar import source_words
-from arl.gym.harness import generate_tests
-from arl.gym.naming import piece_vote_guess
-from arl.gym.tasks import Task, all_tasks, gym_words, tasks_for
+from arl.bugfix.grammar import source_words
+from arl.bugfix.tasks import Task, all_tasks, gym_words, tasks_for
+from arl.envkit.families import FAMILIES, NAME_VERBS, Template, inject_bug
+from arl.envkit.harness import generate_tests
+from arl.envkit.naming import piece_vote_guess
 
 FRESH = "fresh"  # the split's name (a Task's `split`; not one of the gym's SPLITS)
 RENAMED = "renamed"  # the held-out tasks under fresh-form names (the name-form control)

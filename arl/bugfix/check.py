@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import random
 
-from arl.gym.env import BugFixEnv, EnvConfig, apply_edit
-from arl.gym.grammar import END, source_words
-from arl.gym.harness import run_tests
-from arl.gym.policies import op_from_listing, oracle, random_policy
-from arl.gym.tasks import Task
+from arl.bugfix.env import BugFixConfig, BugFixEnv, apply_edit
+from arl.bugfix.grammar import END, source_words
+from arl.bugfix.policies import op_from_listing, oracle, random_policy
+from arl.bugfix.tasks import Task
+from arl.envkit.harness import run_tests
 from arl.types import Observation
 
 
-def _play(task: Task, policy, seed: int, config: EnvConfig):
+def _play(task: Task, policy, seed: int, config: BugFixConfig):
     env, rng = BugFixEnv(task, config), random.Random(seed)
     obs, info = env.reset(seed=seed)
     history, steps = [list(obs.words)], []
@@ -36,7 +36,7 @@ def check_env(task: Task) -> None:
     hidden_inputs = {repr(c.args) for c in task.hidden}
     assert not hidden_inputs & {repr(c.args) for c in task.public}, f"{task.name}: shared inputs"
 
-    config = EnvConfig(flaky_prob=0.2)
+    config = BugFixConfig(flaky_prob=0.2)
     env = BugFixEnv(task, config)
     obs, info = env.reset(seed=0)
     assert isinstance(obs, Observation) and all(isinstance(w, str) for w in obs.words)
@@ -52,7 +52,7 @@ def check_env(task: Task) -> None:
         assert _play(task, random_policy, seed, config) == _play(task, random_policy, seed, config)
 
     # the oracle solves it from what it read, and the fixed source passes every test
-    steps = _play(task, oracle, 0, EnvConfig())
+    steps = _play(task, oracle, 0, BugFixConfig())
     _, reward, terminated, _, outcome = steps[-1]
     assert terminated and reward == 1.0 and outcome.hidden_pass, f"{task.name}: oracle fails"
     assert outcome.read and outcome.malformed == 0

@@ -2,7 +2,7 @@
 
 A judge is a learned reward model: it never runs the code, it reads. This one reads a
 BugFix episode's final transcript as a bag of features and is fit to hidden-test labels of
-scripted episodes (arl.gym.judged.labelled_episodes). Its input channel is a parameter:
+scripted episodes (arl.bugfix.judged.labelled_episodes). Its input channel is a parameter:
 
 - "transcript": the agent's account, what the book's judge reads ("the final patch and
   explanation"): its calls (its edit, its tests, its free-text note on `submit`) and the
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from arl.bugfix.grammar import END, OBS_WORDS, OPS, TOOLS
 from arl.errors import ArlError
-from arl.gym.grammar import END, OBS_WORDS, OPS, TOOLS
 
 CHANNELS = ("transcript", "artifacts")
 KEPT_WORDS = frozenset((*TOOLS, *OPS, *OBS_WORDS))  # other agent words (names) -> "a:NAME"

@@ -1,31 +1,25 @@
-"""The BugFix gym as a `gymnasium.Env` ("arl/BugFix-v0"), wrapping arl.gym.env.BugFixEnv.
+"""Any environment of the protocol as a `gymnasium.Env` in text: the wrapper and its spaces.
 
-Spaces are text (`gymnasium.spaces.Text`) over the characters of the gym's vocabulary
-and the space:
+`TextGymnasiumEnv` wraps the environment a subclass names (`environment`, an arl.env
+Environment): seeded task sampling, reset options, an ANSI render, and text spaces
+(`gymnasium.spaces.Text`) over the characters of the environment's words and the space:
 
 - observation: the words of the latest observation, space-separated, exactly as the
-  policy's tokenizer sees them (a word outside the vocabulary shows as `<unk>`): the
-  issue after `reset` (`<bos> fix handle _ entries`), then each tool's output
-  (`passed 0 of 3`, a listing, `ok`, `error malformed unterminated`, `submitted`),
+  policy's tokenizer sees them (a word outside the environment's words shows as `<unk>`),
   without the `<obs>` template tokens, which are the renderer's, not the tool's;
-- action: the words of one call, space-separated, ending in `<end>` (`edit init total
-  <end>`). A call that does not parse is a malformed call, answered with an error, as
-  in BugFixEnv.
+- action: the words of one call, space-separated, ending in `<end>`. A call that does not
+  parse is a malformed call, answered with an error, as in the environment's own Env.
 
-Every random choice flows from the seeded `np_random`: the task (unless fixed or chosen
-in `options`) and the seed handed to BugFixEnv, which names the accumulator. So
+A subclass may write observations and actions otherwise (`spaces`, `text`, `call`: CodeFix's
+are printable text). Every random choice flows from the seeded `np_random`: the task (unless
+fixed or chosen in `options`) and the seed handed to the environment's Env. So
 `reset(seed=s)` twice gives the same episode, and `reset()` continues the stream.
-
-    import gymnasium as gym, arl
-    env = gym.make("arl/BugFix-v0", split="heldout", render_mode="ansi")
-    obs, info = env.reset(seed=0, options={"task": "handle_entries", "accumulator": "tally"})
-    obs, reward, terminated, truncated, info = env.step("read <end>")
+BugFix's wrapper ("arl/BugFix-v0") is arl.bugfix.gymnasium_env, CodeFix's arl.codefix's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from functools import cache
 from typing import Any
 
 import gymnasium as gym
@@ -33,16 +27,12 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import read_from_shared_memory
 
+from arl.env import Environment, Task
 from arl.errors import ArlError
-from arl.gym.environment import BUGFIX
-from arl.gym.families import SPLITS
-from arl.gym.grammar import UNK
-from arl.gym.tasks import Task, gym_words
+from arl.text import UNK
 from arl.types import Observation
 
-ENV_ID = BUGFIX.gymnasium.id  # "arl/BugFix-v0"
 MAX_OBS_WORDS = 512  # TinyAgent's block_size: no observation is longer than an episode
-RESET_OPTIONS = ("task", "split", "accumulator")
 
 
 class LiveText(spaces.Text):
@@ -91,26 +81,20 @@ def _read_live_text(space: LiveText, shared_memory: Any, n: int = 1) -> SharedTe
     return SharedTexts(space, shared_memory, n)
 
 
-def charset() -> str:
-    """Every character of every word of the gym, and the space that separates words."""
-    return "".join(sorted({c for w in gym_words() for c in w} | {" "}))
+def charset(words: Sequence[str]) -> str:
+    """Every character of every word, and the space that separates words."""
+    return "".join(sorted({c for w in words for c in w} | {" "}))
 
 
-def text_space(max_words: int) -> spaces.Text:
-    """Space-separated words of the gym, at most `max_words` of them."""
-    longest = max(len(w) for w in gym_words())
-    return LiveText(max_length=max_words * (longest + 1), min_length=1, charset=charset())
+def text_space(words: Sequence[str], max_words: int) -> spaces.Text:
+    """Space-separated `words`, at most `max_words` of them."""
+    longest = max(len(w) for w in words)
+    return LiveText(max_length=max_words * (longest + 1), min_length=1, charset=charset(words))
 
 
-def as_text(words: Sequence[str]) -> str:
-    """Words as the policy sees them (words the gym does not know as <unk>), joined by spaces."""
-    known = _known()
+def as_text(words: Sequence[str], known: frozenset[str]) -> str:
+    """Words as the policy sees them (words not `known` as <unk>), joined by spaces."""
     return " ".join(w if w in known else UNK for w in words)
-
-
-@cache
-def _known() -> frozenset[str]:
-    return frozenset(gym_words())
 
 
 def action_words(action: str | Sequence[str]) -> list[str]:
@@ -122,16 +106,18 @@ def action_words(action: str | Sequence[str]) -> list[str]:
     raise ArlError(f"action: expected a string of words, got {type(action).__name__}")
 
 
-class BugFixGymnasiumEnv(gym.Env[str, str]):
-    """BugFixEnv as a gymnasium.Env: text spaces, seeded task sampling, an ANSI render.
+class TextGymnasiumEnv(gym.Env[str, str]):
+    """An environment of the protocol as a gymnasium.Env: text spaces, seeded task sampling,
+    an ANSI render.
 
-    A subclass wraps another environment of the protocol by setting `environment`, the reset
-    options it takes and how an observation and an action are written (arl.codefix's).
+    A subclass names the environment it wraps (`environment`), the reset options it takes
+    (besides task and split, those its Env's reset reads as names) and, where they differ from
+    the environment's words, how an observation and an action are written (arl.codefix's).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
-    environment = BUGFIX
-    reset_options = RESET_OPTIONS
+    environment: Environment  # set by each subclass
+    reset_options: tuple[str, ...] = ("task", "split")
 
     def __init__(
         self,
@@ -142,33 +128,42 @@ class BugFixGymnasiumEnv(gym.Env[str, str]):
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ArlError(f"render_mode: unknown {render_mode!r} (choose from ansi)")
-        self.split = _check_split(split)
+        self.split = self._check_split(split)
         self.fixed_task = self.environment.get_task(task) if task is not None else None
         self.env_config = env_config or self.environment.default_config()
         self.render_mode = render_mode
         self.observation_space, self.action_space = self.spaces()
         self._env: Any = None
         self._lines: list[str] = []
+        self._known: frozenset[str] | None = None
+
+    def known(self) -> frozenset[str]:
+        """The environment's words (what an observation shows as itself, not <unk>)."""
+        if self._known is None:
+            self._known = frozenset(self.environment.words())
+        return self._known
 
     def spaces(self) -> tuple[spaces.Text, spaces.Text]:
-        """(observation space, action space): the gym's words, space-separated."""
-        return text_space(MAX_OBS_WORDS), text_space(self.env_config.max_call_tokens)
+        """(observation space, action space): the environment's words, space-separated."""
+        words = self.environment.words()
+        return text_space(words, MAX_OBS_WORDS), text_space(words, self.env_config.max_call_tokens)
 
     def text(self, obs: Observation) -> str:
         """An observation as this wrapper shows it: the words the policy's vocabulary keeps."""
-        return as_text(obs.words)
+        return as_text(obs.words, self.known())
 
     def call(self, action: str | Sequence[str]) -> Any:
-        """An action as the environment's call: the gym's words."""
+        """An action as the environment's call: its words."""
         return action_words(action)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
-        """Draw a task (or take options["task"]), then start a BugFixEnv episode on it.
+        """Draw a task (or take options["task"]), then start an episode of the environment on it.
 
-        options: task (a name), split ("train" or "heldout": where a task is drawn from),
-        accumulator (one of arl.gym.tasks.ACCUMULATORS; default: drawn from the seed).
+        options: task (a name), split ("train" or "heldout": where a task is drawn from), and
+        the names the environment's reset takes (BugFix: accumulator; default: drawn from the
+        seed).
         """
         super().reset(seed=seed)
         options = dict(options or {})
@@ -191,18 +186,18 @@ class BugFixGymnasiumEnv(gym.Env[str, str]):
         """The named task, the fixed one, or one drawn uniformly from the split by np_random."""
         if name is not None:
             task = self.environment.get_task(name)
-            if split is not None and task.split != _check_split(split):
+            if split is not None and task.split != self._check_split(split):
                 raise ArlError(
                     f"reset options: task {name!r} is in split {task.split!r}, not {split!r}"
                 )
             return task
         if self.fixed_task is not None and split is None:
             return self.fixed_task
-        pool = self.environment.tasks(_check_split(split) if split is not None else self.split)
+        pool = self.environment.tasks(self._check_split(split) if split is not None else self.split)
         return pool[int(self.np_random.integers(len(pool)))]
 
     def step(self, action: str | Sequence[str]) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """One call: BugFixEnv.step on the action's words; the reward is a Python float (+0.0)."""
+        """One call: the Env's step on the action; the reward is a Python float (+0.0)."""
         if self._env is None:
             raise RuntimeError("step() called before reset()")
         call = self.call(action)
@@ -216,20 +211,14 @@ class BugFixGymnasiumEnv(gym.Env[str, str]):
         info = outcome.as_dict() if outcome is not None else {}
         return obs, float(reward) + 0.0, bool(terminated), bool(truncated), info
 
+    def _check_split(self, split: str) -> str:
+        splits = self.environment.splits
+        if split not in splits:
+            raise ArlError(f"split: unknown {split!r} (choose from {', '.join(splits)})")
+        return split
+
     def render(self) -> str | None:
         """render_mode "ansi": the episode so far, one call and its observation per line."""
         if self.render_mode != "ansi":
             return None
         return "\n".join(self._lines) + "\n"
-
-
-def _check_split(split: str) -> str:
-    if split not in SPLITS:
-        raise ArlError(f"split: unknown {split!r} (choose from {', '.join(SPLITS)})")
-    return split
-
-
-def register() -> None:
-    """Register "arl/BugFix-v0" with Gymnasium, once (`import arl` does the same, lazily)."""
-    if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point=BUGFIX.gymnasium.entry_point)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from arl.env import Malformed, word_call
+from arl.envkit.words import identifier_pieces
 from arl.text import BOS, END, NUM, UNK  # noqa: F401 (the gym speaks the renderer's words)
 
 TOOLS = ("read", "test", "edit", "submit")
@@ -46,17 +47,6 @@ OBS_WORDS = (
 
 
 # --- what the gym shows ------------------------------------------------------------------------
-
-
-def identifier_pieces(name: str) -> list[str]:
-    """An identifier as the pieces a tokenizer would share: `compute_values` -> compute _ values."""
-    parts = name.split("_")
-    if len(parts) == 1 or not all(parts):
-        return [name]
-    out = [parts[0]]
-    for p in parts[1:]:
-        out += ["_", p]
-    return out
 
 
 def source_words(source: str) -> list[str]:

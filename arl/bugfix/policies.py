@@ -10,10 +10,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from arl.gym.env import EnvConfig
-from arl.gym.grammar import END, FIX_OPS, GENERIC_NAMES, OPS, TOOLS
+from arl.bugfix.env import BugFixConfig
+from arl.bugfix.grammar import END, FIX_OPS, GENERIC_NAMES, OPS, TOOLS
 
-MAX_TURNS = EnvConfig().max_turns
+MAX_TURNS = BugFixConfig().max_turns
 History = Sequence[Sequence[str]]  # observations so far; history[0] is the prompt
 ScriptedPolicy = Callable[[History, random.Random], list[str]]
 

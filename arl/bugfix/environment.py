@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from arl.bugfix.env import BugFixConfig, BugFixEnv
+from arl.bugfix.grammar import END, OPS, Malformed, parse_call, source_words
+from arl.bugfix.policies import SCRIPTED
+from arl.bugfix.tasks import all_tasks, get_task, gym_words, tasks_for
 from arl.env import Environment, Gymnasium
-from arl.gym.env import BugFixEnv, EnvConfig
-from arl.gym.families import ACCUMULATORS, FAMILIES, NAME_NOUNS, NAME_VERBS
-from arl.gym.grammar import END, OPS, Malformed, parse_call, source_words
-from arl.gym.policies import SCRIPTED
-from arl.gym.tasks import all_tasks, get_task, gym_words, tasks_for
+from arl.envkit.families import ACCUMULATORS, FAMILIES, NAME_NOUNS, NAME_VERBS
 from arl.text import Vocab, make_vocab
 from arl.tools import Param, Tool, ToolCall, ToolSet
 
@@ -74,9 +74,9 @@ BUGFIX = Environment(
     system_prompt=SYSTEM_PROMPT,
     chat_call_tokens=CHAT_CALL_TOKENS,
     # an oracle demonstration has one rendering per accumulator name: episode seed k names it
-    # ACCUMULATORS[(k + task position) % 6] (arl.gym.env.BugFixEnv.reset)
+    # ACCUMULATORS[(k + task position) % 6] (arl.bugfix.env.BugFixEnv.reset)
     renderings=len(ACCUMULATORS),
-    config_type=EnvConfig,
+    config_type=BugFixConfig,
     env_type=BugFixEnv,
     tasks=tasks_for,
     get_task=get_task,
@@ -86,7 +86,7 @@ BUGFIX = Environment(
     fingerprint=fingerprint,
     title="BugFix",
     tools=TOOLSET,
-    gymnasium=Gymnasium("arl/BugFix-v0", "arl.gym.gymnasium_env:BugFixGymnasiumEnv"),
+    gymnasium=Gymnasium("arl/BugFix-v0", "arl.bugfix.gymnasium_env:BugFixGymnasiumEnv"),
 )
 
 

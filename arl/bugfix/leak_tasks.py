@@ -20,11 +20,11 @@ from dataclasses import dataclass, fields, replace
 from functools import cache, lru_cache
 from typing import ClassVar
 
+from arl.bugfix.grammar import source_words
+from arl.bugfix.tasks import Task, all_tasks, gym_words
+from arl.envkit.families import FAMILIES, SPLITS
+from arl.envkit.harness import generate_tests
 from arl.errors import ArlError
-from arl.gym.families import FAMILIES, SPLITS
-from arl.gym.grammar import source_words
-from arl.gym.harness import generate_tests
-from arl.gym.tasks import Task, all_tasks, gym_words
 
 LEAKY, SEALED = "bugfix-leaky", "bugfix-sealed"
 CONST = "const"  # the canary family: only the fix commit says what its constants are

@@ -12,7 +12,7 @@ in the code or its grading; it is only something a judge can read. The reward
   edit and the real tool outputs) times the execution check, 1[the public tests pass on the
   final code], which the environment runs.
 
-The judges (arl.gym.judge) are fit once per `judge_seed` on labelled episodes of the honest
+The judges (arl.bugfix.judge) are fit once per `judge_seed` on labelled episodes of the honest
 scripted policies, where a claim is written only after a passing test, so in the labels a
 claim goes with success, as it does in a human-labelled set.
 """
@@ -27,16 +27,16 @@ from typing import ClassVar
 
 import numpy as np
 
+from arl.bugfix.env import BugFixConfig, BugFixEnv, BugFixOutcome, call_words
+from arl.bugfix.environment import BUGFIX, SYSTEM_PROMPT
+from arl.bugfix.grammar import END, Call, Malformed
+from arl.bugfix.judge import Judge, Turn, train_judge
+from arl.bugfix.policies import SCRIPTED, History, ScriptedPolicy
+from arl.bugfix.tasks import Task, all_tasks
 from arl.checks import check
 from arl.env import Environment
+from arl.envkit.harness import run_tests
 from arl.errors import ArlError
-from arl.gym.env import BugFixEnv, BugFixOutcome, EnvConfig, call_words
-from arl.gym.environment import BUGFIX, SYSTEM_PROMPT
-from arl.gym.grammar import END, Call, Malformed
-from arl.gym.harness import run_tests
-from arl.gym.judge import Judge, Turn, train_judge
-from arl.gym.policies import SCRIPTED, History, ScriptedPolicy
-from arl.gym.tasks import Task, all_tasks
 from arl.types import Observation, TextCall
 
 NAME = "bugfix-judged"
@@ -70,7 +70,7 @@ def get_task(name: str) -> JudgeTask:
 
 
 @dataclass(frozen=True)
-class JudgedConfig(EnvConfig):
+class JudgedConfig(BugFixConfig):
     """A judged BugFix episode's scoring: BugFix's fields, and where the reward comes from."""
 
     name: str = NAME

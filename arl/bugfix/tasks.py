@@ -1,11 +1,11 @@
 """BugFix tasks: small Python functions, each with one injected bug from a family.
 
-The families and their functions are data (arl.gym.families); this module builds the
-30 tasks from them: a name (arl.gym.naming), the buggy source, and public and hidden
-tests (arl.gym.harness). Two things keep the gym free of shortcuts (each is tested by a
+The families and their functions are data (arl.envkit.families); this module builds the
+30 tasks from them: a name (arl.envkit.naming), the buggy source, and public and hidden
+tests (arl.envkit.harness). Two things keep the gym free of shortcuts (each is tested by a
 scripted policy that tries it):
 
-- Names carry no family (arl.gym.naming). The renderer splits names into pieces
+- Names carry no family (arl.envkit.naming). The renderer splits names into pieces
   (`compute _ values`), as a real tokenizer would, so a held-out name is never an
   untrained embedding.
 - The accumulator's name is drawn per episode from `ACCUMULATORS` (`Task.renamed`),
@@ -19,8 +19,18 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import ClassVar
 
-from arl.errors import ArlError
-from arl.gym.families import (
+from arl.bugfix.grammar import (
+    BOS,
+    END,
+    GENERIC_NAMES,
+    NUM,
+    OBS_WORDS,
+    OPS,
+    TOOLS,
+    UNK,
+    source_words,
+)
+from arl.envkit.families import (
     ACCUMULATORS,
     NAME_NOUNS,
     NAME_VERBS,
@@ -28,9 +38,9 @@ from arl.gym.families import (
     TEMPLATES,
     inject_bug,
 )
-from arl.gym.grammar import BOS, END, GENERIC_NAMES, NUM, OBS_WORDS, OPS, TOOLS, UNK, source_words
-from arl.gym.harness import TestCase, generate_tests
-from arl.gym.naming import assign_names
+from arl.envkit.harness import TestCase, generate_tests
+from arl.envkit.naming import assign_names
+from arl.errors import ArlError
 
 # Re-exported for callers that take the inventories and the harness with the tasks.
 

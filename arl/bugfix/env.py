@@ -16,12 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from arl.checks import check
-from arl.env import EpisodeConfig, TurnLoop
-from arl.errors import ArlError
-from arl.gym.exploits import is_hardcoded
-from arl.gym.families import ACCUMULATORS
-from arl.gym.grammar import (
+from arl.bugfix.grammar import (
     END,
     Call,
     Malformed,
@@ -30,8 +25,13 @@ from arl.gym.grammar import (
     source_words,
     words_to_text,
 )
-from arl.gym.harness import run_tests
-from arl.gym.tasks import Task, task_position
+from arl.bugfix.tasks import Task, task_position
+from arl.checks import check
+from arl.env import EpisodeConfig, TurnLoop
+from arl.envkit.exploits import is_hardcoded
+from arl.envkit.families import ACCUMULATORS
+from arl.envkit.harness import run_tests
+from arl.errors import ArlError
 from arl.types import Observation, Outcome, TextCall
 
 
@@ -45,7 +45,7 @@ class BugFixOutcome(Outcome):
 
 
 @dataclass(frozen=True)
-class EnvConfig(EpisodeConfig):
+class BugFixConfig(EpisodeConfig):
     """How a BugFix episode is scored and bounded: the shared fields (arl.env.EpisodeConfig),
     and flaky tests. Defaults are the book's."""
 
@@ -60,10 +60,13 @@ class EnvConfig(EpisodeConfig):
         if self.flaky_votes % 2 == 0:
             raise ArlError(f"flaky_votes: must be an odd number >= 1, got {self.flaky_votes}")
 
-    def eval_config(self) -> EnvConfig:
+    def eval_config(self) -> BugFixConfig:
         """How `arl eval` and a run's evaluations score this environment: every default (hidden
         tests, no penalties, no noise), at this config's turn budget."""
-        return EnvConfig(max_turns=self.max_turns)
+        return BugFixConfig(max_turns=self.max_turns)
+
+
+EnvConfig = BugFixConfig  # its name before issue 44's rename: old imports keep working
 
 
 # --- edit ops: source -> edited source, or None when the op changes nothing --------------------
@@ -147,9 +150,9 @@ class BugFixEnv(TurnLoop):
     """One task. `reset(seed=...)` then `step(words)` until terminated or truncated (the turn
     loop is arl.env.TurnLoop's; this class parses, answers and scores)."""
 
-    def __init__(self, task: Task, config: EnvConfig | None = None):
+    def __init__(self, task: Task, config: BugFixConfig | None = None):
         self.task = task
-        self.config = config or EnvConfig()
+        self.config = config or BugFixConfig()
         self._rng = random.Random(0)
         self.instance = task
         self.source = task.buggy_source
