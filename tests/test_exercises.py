@@ -218,6 +218,16 @@ def test_exercise_5_quick(every_exercise):
         assert arm["history"][0]["step"] == 0 and arm["history"][-1]["step"] == 10
     rise = [a["malformed_rise"] for a in r["arms"].values()]
     assert r["effect"] == pytest.approx(rise[0] - rise[1])
+    # from step 20: plain DPO, DPO + NLL and the NLL term alone train on the same pairs and are
+    # evaluated on the same episode seeds (the same start: the same step-0 evaluation)
+    weak, sft, nll, only = r["arms"].values()
+    assert nll["pairs"] == only["pairs"] == sft["pairs"] and nll["chosen"] == sft["chosen"]
+    assert nll["history"][0] == only["history"][0] == sft["history"][0]
+    assert r["nll_format"] == pytest.approx(rise[1] - rise[2])
+    assert r["dpo_share"] == pytest.approx(
+        nll["history"][-1]["heldout"] - only["history"][-1]["heldout"]
+    )
+    assert only["history"][-1]["chosen_delta"] > 0  # the NLL term alone raises chosen episodes
 
 
 def test_exercise_6_quick(every_exercise):
