@@ -22,7 +22,8 @@ LAYERS = (
     "__init__ types errors checks text tools runio progress parallel logging_bridge",
     "env",  # the environment protocol
     "gym codefix sandbox",  # its environments, and the sandbox CodeFix grades in
-    "model hf sampling rollout rollout_workers batch losses export",  # policies, episodes, losses
+    # policies, episodes, losses; files of episodes both ways (export, data)
+    "model hf sampling rollout rollout_workers batch losses export data",
     "bridges",  # the environments inside other trainers (TRL, verl)
     "eval calc sim doctor testing",  # measuring: metrics, statistics, calculators, simulator,
     # doctor, and the check of an environment against the protocol
