@@ -183,3 +183,35 @@ def test_preference_rows_give_pairs_that_share_their_prompt(chat, tmp_path):
     conv = write_jsonl(tmp_path / "conv.jsonl", [{"messages": prompt + row["chosen"]}])
     with pytest.raises(ArlError, match="DPO needs pairs"):
         load_data(conv, chat, len(chat.tokenizer), for_pairs=True)
+
+
+# --- through the command line ------------------------------------------------------------------
+
+
+def test_train_sft_and_dpo_take_data_files(cli, tmp_path):
+    from arl.export import trajectory_rows
+
+    rows = trajectory_rows(scripted("oracle", 3) + scripted("blind", 3), 1, None)
+    data = write_jsonl(tmp_path / "rows.jsonl", rows)
+    small = ["--init", "untrained", "--eval-samples", "1", "--quiet"]
+    code, out, err = cli(
+        "train", "sft", *small, "--data", data, "--steps", "2", "--out", str(tmp_path / "sft")
+    )
+    assert code == 0, err
+    results = json.loads((tmp_path / "sft" / "results.json").read_text())
+    assert results["settings"]["data"] == data
+    assert [r["step"] for r in map(json.loads, (tmp_path / "sft" / "metrics.jsonl").open())] == [
+        1,
+        2,
+    ]
+    code, out, err = cli(
+        "train", "dpo", *small, "--data", data, "--steps", "1", "--out", str(tmp_path / "dpo")
+    )
+    assert code == 0, err
+    settings = json.loads((tmp_path / "dpo" / "results.json").read_text())["settings"]
+    assert settings["data"] == data and settings["pairs"] == 3  # blind fails every task here
+    code, out, err = cli(
+        "train", "sft", *small, "--data", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "x")
+    )
+    assert code == 2 and err.count("\n") == 1 and "no such file" in err
+    assert not (tmp_path / "x").exists()  # refused before the run folder is claimed
