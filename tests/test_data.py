@@ -188,6 +188,7 @@ def test_preference_rows_give_pairs_that_share_their_prompt(chat, tmp_path):
 # --- through the command line ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_train_sft_and_dpo_take_data_files(cli, tmp_path):
     from arl.export import trajectory_rows
 
@@ -215,3 +216,24 @@ def test_train_sft_and_dpo_take_data_files(cli, tmp_path):
     )
     assert code == 2 and err.count("\n") == 1 and "no such file" in err
     assert not (tmp_path / "x").exists()  # refused before the run folder is claimed
+
+
+@pytest.mark.slow
+def test_train_sft_on_a_real_model_takes_trl_conversations(cli, tmp_path):
+    pytest.importorskip("transformers")
+    from arl.hf.tiny import build_tiny
+
+    model = build_tiny(tmp_path / "tiny", style="chatml", layers=1)
+    msgs = [
+        {"role": "system", "content": "fix the bug"},
+        {"role": "user", "content": "fix mean"},
+        {"role": "assistant", "content": "read"},
+        {"role": "tool", "content": "def mean ( xs ) : return sum ( xs )"},
+        {"role": "assistant", "content": "submit"},
+    ]
+    data = write_jsonl(tmp_path / "chat.jsonl", [{"messages": msgs}] * 2)
+    argv = ["train", "sft", "--model", str(model), "--data", data, "--steps", "2"]
+    code, out, err = cli(*argv, "--eval-samples", "1", "--quiet", "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    losses = [json.loads(line)["loss"] for line in (tmp_path / "r" / "metrics.jsonl").open()]
+    assert len(losses) == 2 and losses[1] < losses[0]  # the same two rows: the loss falls
