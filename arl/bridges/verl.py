@@ -299,7 +299,7 @@ class ArlLoop:
         turns, request, sampled_logps = 0, uuid4().hex, True
         seconds = {"generate": 0.0, "tools": 0.0}
         while len(ids) < limit and not episode.done:
-            params = dict(sampling_params)  # a fresh dict a turn: vLLM's server pops from it
+            params = dict(sampling_params)  # a copy a turn: the caller's is left as it was
             params["stop_token_ids"] = sorted(set(params.get("stop_token_ids") or []) | set(stops))
             start = time.perf_counter()
             out = await self.server_manager.generate(
