@@ -276,7 +276,7 @@ def base_tokenizer():
     return build_tokenizer(style="qwen2.5-base")
 
 
-def test_turn_end_is_yaml_then_saved_then_template_then_eos(tmp_path, base_tokenizer):
+def test_turn_end_is_yaml_then_saved_then_template_never_a_guess(tmp_path, base_tokenizer):
     tok = base_tokenizer
     assert tok.eos_token == "<|endoftext|>"
     assert choose_turn_end(tok) == "<|im_end|>"  # the template's, not EOS
@@ -286,8 +286,11 @@ def test_turn_end_is_yaml_then_saved_then_template_then_eos(tmp_path, base_token
     assert choose_turn_end(tok, "<|im_end|>", tmp_path) == "<|im_end|>"
     assert choose_turn_end(tok, None, "Qwen/Qwen2.5-0.5B") == "<|im_end|>"  # a hub id
     template, tok.chat_template = tok.chat_template, None
-    try:
-        assert choose_turn_end(tok) == "<|endoftext|>"  # no template: EOS
+    try:  # no turn end to read: refused in one line naming the setting, not EOS guessed
+        with pytest.raises(ArlError, match="turn_end") as e:
+            choose_turn_end(tok)
+        assert "\n" not in str(e.value) and "--turn-end" in str(e.value)
+        assert choose_turn_end(tok, "<|im_end|>") == "<|im_end|>"  # named: fine
     finally:
         tok.chat_template = template
     with pytest.raises(ArlError, match="not a token"):

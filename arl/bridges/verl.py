@@ -13,12 +13,13 @@ kept as sampled; between two turns the chat template's tool message is rendered 
 A turn ends at the model's turn end, which need not be its EOS (Qwen2.5's base checkpoints end
 a turn with <|im_end|> and the text with <|endoftext|>): the agent-loop YAML's `turn_end`, else
 the `turn_end` of the model folder's arl_chat.json (a model arl saved), else the token the chat
-template closes an assistant turn with (arl.hf.template_check.turn_end), else EOS; the server
-is asked to stop there (`stop_token_ids`). Each episode's arl metrics (`episode_metrics`) go
-back through verl's own channels: `reward_extra_info` (logged at validation as
-`val-aux/<data source>/<name>/mean@N`; `acc` is verl's core `val-core/.../acc/mean@N`, and
-`tool_call_counts` is also logged each training step as `tool_call_counts/mean`), `num_turns`,
-and the loop's timings (`agent_loop/generate_sequences`, `agent_loop/tool_calls`).
+template closes an assistant turn with (arl.hf.template_check.turn_end); never a guessed EOS.
+The server is asked to stop there (`stop_token_ids`). Each episode's arl metrics
+(`episode_metrics`) go back through verl's own channels: `reward_extra_info` (logged at
+validation as `val-aux/<data source>/<name>/mean@N`; `acc` is verl's core
+`val-core/.../acc/mean@N`, and `tool_call_counts` is also logged each training step as
+`tool_call_counts/mean`), `num_turns`, and the loop's timings (`agent_loop/generate_sequences`,
+`agent_loop/tool_calls`).
 
     rows = verl_rows("bugfix", "train")          # one row per task
     write_verl_dataset("train.parquet", rows)
@@ -118,7 +119,7 @@ def write_agent_loop_config(path: str | Path, turn_end: str | None = None) -> Pa
     """The YAML verl reads to register the loop in its workers (they never import arl by
     themselves): `actor_rollout_ref.rollout.agent.agent_loop_config_path`. `turn_end` names
     the token that ends the model's turn (default: the model's saved arl_chat.json, else its
-    chat template's, else EOS)."""
+    chat template's; with neither the loop refuses to start)."""
     path = Path(path)
     text = f"- name: {AGENT_NAME}\n  _target_: {TARGET}\n"
     if turn_end:
@@ -130,13 +131,18 @@ def write_agent_loop_config(path: str | Path, turn_end: str | None = None) -> Pa
 def choose_turn_end(tokenizer: Any, turn_end: str | None = None, model_path: Any = None) -> str:
     """The token that ends the model's turn: `turn_end` (the agent-loop YAML's), else the one
     saved beside a model arl trained (`model_path`/arl_chat.json), else the one the chat
-    template closes an assistant turn with, else EOS. Not a token of the tokenizer: ArlError."""
+    template closes an assistant turn with; none of them, or not a token of the tokenizer:
+    ArlError (never EOS by default: a base checkpoint's EOS is often not its turn end)."""
     from arl.hf.template_check import turn_end as template_turn_end
 
     saved = saved_turn_end(model_path) if model_path else None
-    end = turn_end or saved or template_turn_end(tokenizer) or tokenizer.eos_token
-    if end is None:
-        raise ArlError("tokenizer has no eos token to end a turn (name one: turn_end)")
+    end = turn_end or saved or template_turn_end(tokenizer)
+    if end is None:  # EOS would be a guess: a base checkpoint's EOS is often not its turn end
+        raise ArlError(
+            "the chat template closes no assistant turn with a token arl can find: name the turn "
+            "end (turn_end in the agent-loop YAML, write_agent_loop_config(path, turn_end=TOKEN); "
+            "arl's own trainers: --turn-end)"
+        )
     if end not in tokenizer.get_vocab():
         raise ArlError(f"turn end {end!r}: not a token of this tokenizer")
     return end
