@@ -27,6 +27,7 @@ sys.path.insert(0, str(PACKAGE / "src"))  # the fast tests: the package from its
 
 from sqlfix import grade  # noqa: E402
 from sqlfix.data import HIDDEN, PUBLIC  # noqa: E402
+from sqlfix.env import rows_answer  # noqa: E402
 from sqlfix.environment import SQLFIX  # noqa: E402
 from sqlfix.tasks import all_tasks  # noqa: E402
 
@@ -169,12 +170,44 @@ def test_no_tool_reads_the_expected_rows(monkeypatch):
         assert "expect" not in db.script().lower()
 
 
+class RunsOnAHiddenDatabase(SQLFIX.env_type):
+    """A leak put in on purpose: `run` answers from the first hidden database."""
+
+    def answer(self, call):
+        if getattr(call, "tool", None) == "run":
+            return rows_answer(grade.run(self.source, HIDDEN[1])), False
+        return super().answer(call)
+
+
+LEAKY = dataclasses.replace(
+    SQLFIX, name="sqlfix-leaky", env_type=RunsOnAHiddenDatabase, gymnasium=None
+)
+
+
+def test_the_leak_audit_reads_sqlfix_and_finds_a_leak_put_in(monkeypatch):
+    """`arl audit env` on SQLFix (its episodes carry what the audit reads: env.instance,
+    env.source, task.public and task.hidden): clean; with `run` on a hidden database, the
+    oracle's run after its fix shows that database's expected rows, and the audit says so."""
+    from arl.eval.audit import audit
+
+    registry = {
+        **arl.env.REGISTRY,
+        "sqlfix": "sqlfix.environment:SQLFIX",
+        "sqlfix-leaky": f"{__name__}:LEAKY",
+    }
+    monkeypatch.setattr(arl.env, "REGISTRY", registry)
+    clean = audit("sqlfix", seeds=1, tasks=3)
+    assert not clean["leak_found"] and set(clean["tools"]) >= {"show", "schema", "run"}
+    leaky = audit("sqlfix-leaky", seeds=1, tasks=3)
+    assert leaky["leak_found"] and leaky["policies"]["oracle"]["leaking"] > 0
+
+
 def test_hardcoded_rows_pass_the_public_database_only_and_are_flagged():
     """A query that writes the public database's expected rows as constants (what a policy
     could copy from `run` on a right query): the hidden databases fail it, the detector flags
     it (it reads no table), and under zero_exploits it scores 0."""
     zero = dataclasses.replace(SQLFIX.default_config(), zero_exploits=True)
-    hidden_passes = 0
+    played = hidden_passes = 0
     for t in TASKS:
         rows = t.expected()[0]
         constants = " UNION ALL ".join(
@@ -187,8 +220,8 @@ def test_hardcoded_rows_pass_the_public_database_only_and_are_flagged():
         calls = [f"replace {t.buggy} => {constants}{order}", "submit"]
         outcome, _ = episode(t, calls, zero)
         assert outcome.hacked and outcome.public_pass and outcome.score == 0.0, t.name
-        hidden_passes += outcome.hidden_pass
-    assert hidden_passes <= len(TASKS) // 4  # the hidden databases catch most hardcoding
+        played, hidden_passes = played + 1, hidden_passes + outcome.hidden_pass
+    assert played >= 30 and hidden_passes == 0  # the hidden databases catch every one
 
 
 def test_a_query_that_never_ends_is_cut_and_scores_zero():

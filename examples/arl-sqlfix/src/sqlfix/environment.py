@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from functools import cache
 
 from arl.env import Environment, Gymnasium
+from arl.errors import ArlError
 from arl.text import BOS, END, NUM, UNK
 from arl.tools import Param, Tool, ToolCall, ToolSet
 from sqlfix.data import CITIES, NAMES, PRODUCTS, PUBLIC, STATUSES, TABLES
@@ -115,8 +116,7 @@ def summary(outcomes: Sequence[SQLFixOutcome]) -> dict[str, float | None]:
 
 
 def _get_task(name: str):
-    from arl.errors import ArlError
-
+    """A task by name; an unknown one is arl's one-line error."""
     try:
         return get_task(name)
     except KeyError:
@@ -125,8 +125,7 @@ def _get_task(name: str):
 
 
 def _tasks(split: str):
-    from arl.errors import ArlError
-
+    """The tasks of a split; an unknown split is arl's one-line error."""
     try:
         return tasks_for(split)
     except ValueError as e:
