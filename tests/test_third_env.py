@@ -23,13 +23,18 @@ from arl.types import TextCall
 
 REPO = Path(arl.env.__file__).parents[1]
 PACKAGE = REPO / "examples" / "arl-sqlfix"
-sys.path.insert(0, str(PACKAGE / "src"))  # the fast tests: the package from its source
-
-from sqlfix import grade  # noqa: E402
-from sqlfix.data import HIDDEN, PUBLIC  # noqa: E402
-from sqlfix.env import rows_answer  # noqa: E402
-from sqlfix.environment import SQLFIX  # noqa: E402
-from sqlfix.tasks import all_tasks  # noqa: E402
+# the fast tests: the package from its source folder, on sys.path only while it is imported
+# (its submodules load through the package after that), so that no other test's entry-point
+# discovery meets it (a build's egg-info there would register it)
+sys.path.insert(0, str(PACKAGE / "src"))
+try:
+    from sqlfix import grade
+    from sqlfix.data import HIDDEN, PUBLIC
+    from sqlfix.env import rows_answer
+    from sqlfix.environment import SQLFIX
+    from sqlfix.tasks import all_tasks
+finally:
+    sys.path.remove(str(PACKAGE / "src"))
 
 TASKS = all_tasks()
 FOREVER = (  # a recursive CTE that never ends: only the instruction budget stops it
