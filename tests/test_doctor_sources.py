@@ -160,6 +160,79 @@ def test_verl_log_diagnosed_with_what_it_could_not_check(verl_log):
     assert {"public-hidden-gap", "immediate-submit", "kl-tail"} <= set(gaps)
 
 
+def arl_loop_records(steps: int = 20, calls: float = 0.0, malformed: float = 0.0) -> list[dict]:
+    """verl's file-logger lines of a run with arl's agent loop (arl.bridges.verl) on arl's
+    rows (data source arl/bugfix, a slash in it): each step's tool_call_counts/mean and
+    num_turns/mean, and at validation (every 5 steps) the loop's reward_extra_info as verl's
+    trainer names it, val-core/<source>/acc/mean@N and val-aux/<source>/<name>/mean@N."""
+    out = []
+    for s in range(1, steps + 1):
+        data = {
+            "actor/entropy": 0.8,
+            "actor/pg_loss": 0.0,
+            "actor/grad_norm": 0.0,
+            "critic/score/mean": 0.0,
+            "response_length/mean": 2048.0,
+            "response_length/clip_ratio": 0.9,
+            "num_turns/mean": 2.0,
+            "tool_call_counts/mean": calls,
+            "tool_call_counts/max": calls,
+            "agent_loop/tool_calls/mean": 0.0,
+        }
+        if s % 5 == 0:
+            src = "val-aux/arl/bugfix"
+            data |= {
+                "val-core/arl/bugfix/acc/mean@8": 0.0,
+                f"{src}/reward/mean@8": 0.0,
+                f"{src}/tool_call_counts/mean@8": calls,
+                f"{src}/malformed_per_episode/mean@8": malformed,
+                f"{src}/immediate_submit_frac/mean@8": 0.0,
+                f"{src}/public_pass_rate/mean@8": 0.0,
+                f"{src}/public_hidden_gap/mean@8": 0.0,
+                f"{src}/hack_rate/mean@8": 0.0,
+                f"{src}/turns/mean@8": calls,
+                f"{src}/truncated/mean@8": 1.0,
+                f"{src}/acc/std@8": 0.0,
+                "val-aux/num_turns/mean": 2.0,
+            }
+        out.append({"step": s, "data": data})
+    return out
+
+
+def test_verl_log_of_arls_agent_loop_is_diagnosed(tmp_path, capsys):
+    """A run whose base model never ends a turn where the loop stops (no call in 20 steps):
+    the doctor reads the loop's metrics from verl's names and says so, turn end first; the
+    loop's validation metrics keep arl's names."""
+    path = tmp_path / "arl_verl" / "run.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(r) + "\n" for r in arl_loop_records()))
+    run = load_run(path)
+    assert run.series["tool_calls_per_episode"][0] == (1, 0.0)
+    assert run.series["eval/heldout_pass"] == tuple((s, 0.0) for s in (5, 10, 15, 20))
+    assert run.series["malformed_per_episode"][-1] == (20, 0.0)
+    assert {"immediate_submit_frac", "public_hidden_gap", "hack_rate"} <= set(run.series)
+    # the loop's values verl also logs per training step stay apart, as does a std
+    assert "val-aux/arl/bugfix/tool_call_counts/mean@8" in run.unmapped
+    assert "val-aux/arl/bugfix/acc/std@8" in run.unmapped
+    found = {f.rule: f for f in diagnose(run)}
+    assert found["no-tool-calls"].problem == 13
+    assert "turn end" in found["no-tool-calls"].causes[0]
+    assert main(["doctor", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "no-tool-calls" in text and "no numeric metrics" not in text
+    gaps = {g.rule for g in unchecked(run)}
+    assert "immediate-submit" not in gaps and "public-hidden-gap" not in gaps
+
+
+def test_verl_log_of_arls_agent_loop_with_malformed_calls(tmp_path):
+    path = tmp_path / "run.jsonl"
+    records = arl_loop_records(calls=2.0, malformed=1.5)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    found = {f.rule: f for f in diagnose(load_run(path))}
+    assert "no-tool-calls" not in found
+    assert found["malformed-calls"].problem == 13
+
+
 def test_name_table():
     assert map_name("trl", "frac_reward_zero_std") == "degenerate_frac"
     assert map_name("trl", "completions/clipped_ratio") == "truncated_frac"
@@ -169,6 +242,12 @@ def test_name_table():
     assert map_name("verl", "rollout_corr/k3_kl") == map_name("verl", "mismatch/k3_kl")
     assert map_name("verl", "val-core/aime24/reward/mean@32") == "eval/heldout_reward"
     assert map_name("verl", "val-aux/aime24/reward/std@32") is None
+    # a data source with a slash (arl's rows); arl's agent loop's validation metrics
+    assert map_name("verl", "val-core/arl/bugfix/acc/mean@8") == "eval/heldout_pass"
+    assert map_name("verl", "val-aux/arl/bugfix/reward/mean@8") == "eval/heldout_reward"
+    assert map_name("verl", "val-aux/arl/codefix/hack_rate/mean@4") == "hack_rate"
+    assert map_name("verl", "val-aux/arl/bugfix/turns/mean@8") is None
+    assert map_name("verl", "tool_call_counts/mean") == "tool_calls_per_episode"
     assert map_name("trl", "no/such/metric") is None
     assert VERL["actor/entropy"] == TRL["entropy"] == "entropy"
     assert "vllm" in to_log("trl", "capped_frac") and "rollout_is" in to_log("verl", "capped_frac")

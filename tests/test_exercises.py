@@ -2,6 +2,7 @@
 against a hand-made case, and every exercise's --quick measure and figure."""
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +16,7 @@ from arl.experiments.exercises.gradients import compare, predicted_ratio
 from arl.experiments.exercises.rft_baseline import group_identity
 from arl.experiments.exercises.sft_then_rl import slope
 from arl.experiments.exercises.star import hint, mask_first_call
+from arl.train.bases import BaseConfig
 from arl.train.rft import baseline_weights
 from tests import reproduced
 from tests.reproduced import reproduce_all
@@ -218,14 +220,32 @@ def test_exercise_5_quick(every_exercise):
         assert arm["history"][0]["step"] == 0 and arm["history"][-1]["step"] == 10
     rise = [a["malformed_rise"] for a in r["arms"].values()]
     assert r["effect"] == pytest.approx(rise[0] - rise[1])
+    # from step 20: plain DPO, DPO + NLL and the NLL term alone train on the same pairs and are
+    # evaluated on the same episode seeds (the same start: the same step-0 evaluation)
+    weak, sft, nll, only = r["arms"].values()
+    assert nll["pairs"] == only["pairs"] == sft["pairs"] and nll["chosen"] == sft["chosen"]
+    assert nll["history"][0] == only["history"][0] == sft["history"][0]
+    assert r["nll_format"] == pytest.approx(rise[1] - rise[2])
+    assert r["dpo_share"] == pytest.approx(
+        nll["history"][-1]["heldout"] - only["history"][-1]["heldout"]
+    )
+    assert only["history"][-1]["chosen_delta"] > 0  # the NLL term alone raises chosen episodes
 
 
 def test_exercise_6_quick(every_exercise):
     r = seed0(every_exercise, 6)
-    assert [a["sft_step"] for a in r["arms"].values()] == [5, 10, 20]
-    for a in r["arms"].values():
+    arms = r["arms"]
+    assert list(arms) == ["pass 0.5", "pass 0.75", "final"]
+    steps = [a["sft_step"] for a in arms.values()]
+    assert steps == sorted(steps) and steps[-1] == 20  # by state, in order; quick SFT: 20 steps
+    for name, level in (("pass 0.5", 0.5), ("pass 0.75", 0.75)):
+        a = arms[name]  # the first state at or past its level, or the final model if none
+        assert (a["train_pass"] >= level) == a["reached"] and a["sft_step"] % 2 == 0
+    for a in arms.values():
         assert 0 <= a["informative"] <= 1
         assert a["gain"] == pytest.approx(a["final_heldout"] - a["start_heldout"])
+    cold, final = arms["pass 0.75"], arms["final"]
+    assert r["cold_vs_sft"] == pytest.approx(cold["final_heldout"] - final["start_heldout"])
     share = [a["informative"] for a in r["arms"].values()]
     assert r["effect"] == pytest.approx(slope(share, [a["gain"] for a in r["arms"].values()]))
 
@@ -245,3 +265,32 @@ def test_exercise_3_quick(every_exercise):
     assert all(x["rationalized"] == 0 for x in ei)  # plain expert iteration: no hints
     assert sum(x["rationalized"] for x in star) > 0 and all(x["trained_tokens"] >= 0 for x in star)
     assert r["coverage"] == star[-1]["covered"] - ei[-1]["covered"]
+
+
+def test_exercise_6_keeps_the_first_checkpoint_at_each_train_pass(monkeypatch):
+    """By state: the first checked step whose train pass reaches 0.5, the first reaching 0.75,
+    and the final model; a level never reached takes the final model, marked not reached."""
+    from arl.experiments.exercises import sft_then_rl as e6
+    from arl.experiments.problems.common import Ctx
+
+    passes = {0: 0.1, 2: 0.4, 4: 0.6, 6: 0.55, 8: 0.8, 10: 0.9}
+
+    def fake_sft(base, hook, hook_every):
+        assert hook_every == e6.EVERY
+        for step in range(11):
+            if step % hook_every == 0:
+                hook(step, {"at": step})
+        return {"at": "final"}, None, []
+
+    monkeypatch.setattr(e6, "train_oracle_sft", fake_sft)
+    monkeypatch.setattr(e6, "base_config", lambda ctx: replace(BaseConfig(), sft_steps=10))
+    monkeypatch.setattr(
+        e6, "train_pass", lambda m, n, seed: passes[m["at"]] if m["at"] != "final" else 0.95
+    )
+    ctx = Ctx(number=6, quick=False, seed=0)
+    arms = e6.checkpoints_by_state(ctx)
+    kept = [(k, a["step"], a["model"]["at"]) for k, a in arms.items()]
+    assert kept == [("pass 0.5", 4, 4), ("pass 0.75", 8, 8), ("final", 10, "final")]
+    assert all(a["reached"] for a in arms.values())
+    never = e6.checkpoints_by_state(ctx, levels=(0.5, 0.99))
+    assert never["pass 0.99"]["reached"] is False and never["pass 0.99"]["step"] == 10

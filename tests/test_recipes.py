@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from arl.bugfix.tasks import tasks_for
+from arl.errors import ArlError
 from arl.rollout import scripted_rollout
 from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 from arl.train.rft import (
@@ -104,3 +105,29 @@ def test_dpo_moves_rejected_down_and_starts_at_zero(tiny_model):
         copy.deepcopy(reference), reference, pairs, DPOConfig(steps=15, lr=3e-3, nll_weight=1.0)
     )
     assert nll[-1]["chosen_delta"] > history[-1]["chosen_delta"]  # the NLL term anchors chosen
+
+
+def test_dpo_without_its_preference_term_is_sft_on_the_chosen_episodes(tiny_model):
+    """preference=False: the loss is nll_weight x the chosen episodes' token-mean NLL (checked
+    by hand at step 0), and the rejected episodes take no part (swapping them changes nothing)."""
+    from arl.batch import collate
+    from arl.losses import sft_loss, token_logprobs
+
+    eps = episodes("oracle", 2, (0,)) + episodes("random_wellformed", 2, (1, 2, 3, 4))
+    pairs = build_pairs(eps, random.Random(0))
+    reference = copy.deepcopy(tiny_model)
+    config = DPOConfig(steps=3, lr=3e-3, nll_weight=0.5)
+    chosen = collate([c for c, _ in pairs] + [r for _, r in pairs])
+    P = len(pairs)
+    with torch.no_grad():
+        by_hand = 0.5 * float(
+            sft_loss(token_logprobs(reference, chosen)[:P], chosen.action_mask[:P])
+        )
+    a = dpo_train(copy.deepcopy(reference), reference, pairs, config, preference=False)
+    assert a[0]["loss"] == pytest.approx(by_hand, rel=1e-6)
+    assert a[-1]["chosen_delta"] > 0  # the NLL term raises the chosen episodes
+    swapped = [(c, pairs[(i + 1) % P][1]) for i, (c, _) in enumerate(pairs)]
+    b = dpo_train(copy.deepcopy(reference), reference, swapped, config, preference=False)
+    assert [r["loss"] for r in a[:-1]] == pytest.approx([r["loss"] for r in b[:-1]], rel=1e-5)
+    with pytest.raises(ArlError, match="nll_weight"):
+        dpo_train(copy.deepcopy(reference), reference, pairs, DPOConfig(), preference=False)

@@ -121,7 +121,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             env_config=config,
             **({"progress": progress} if progress else {}),
         )
-    from arl.codefix.grade import record
+    from arl.env import run_record as record
 
     env = {"env": args.env} if args.env != "bugfix" else {}
     env |= record(config)  # "sandbox": "bwrap", or "none" under --allow-unsandboxed

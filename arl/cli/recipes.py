@@ -16,7 +16,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from arl.checks import check_seed
-from arl.cli.args import add_env_flags, add_report_flags, env_config_of, positive_int, seed_int
+from arl.cli.args import (
+    add_env_flags,
+    add_report_flags,
+    env_config_of,
+    nonempty,
+    positive_int,
+    seed_int,
+)
 from arl.cli.check import add_chat_flags, chat_options, check_chat_flags
 from arl.cli.config_flags import add_config_flags, config_from
 from arl.errors import ArlError
@@ -130,7 +137,7 @@ def _run(args: argparse.Namespace, recipe: str, seed: int, train, config) -> int
                 sink.close()
         atomic_write_text(out / "metrics.jsonl", "".join(dumps_finite(r) + "\n" for r in history))
         save_policy(model, out / "final", extra={"kind": recipe, "source": source})
-        from arl.codefix.grade import record
+        from arl.env import run_record as record
 
         results = {"recipe": recipe, "env": args.env, "source": source, "settings": settings}
         results |= record(env_config_of(args))  # "sandbox": "bwrap" or "none"
@@ -140,6 +147,23 @@ def _run(args: argparse.Namespace, recipe: str, seed: int, train, config) -> int
         f"{final['eval/heldout_pass_rate']:.3f}; policy: {out / 'final'}"
     )
     return 0
+
+
+def check_data(args: argparse.Namespace) -> None:
+    """A --data file that cannot be read is refused before the run folder or the policy."""
+    if getattr(args, "data", None):
+        from arl.runio import check_input
+
+        check_input(args.data, f"--data {args.data}")
+
+
+def data_of(args: argparse.Namespace, model, renderer, for_pairs: bool = False):
+    """--data FILE's trajectories (SFT) or pairs (DPO), in the policy's own tokens."""
+    from arl.data import load_data
+
+    tok = getattr(renderer, "tokenizer", None)
+    vocab = len(tok) if tok is not None else model.config.vocab_size
+    return load_data(args.data, renderer, vocab, for_pairs=for_pairs, seed=getattr(args, "seed", 0))
 
 
 def _user_seed(config) -> None:
@@ -156,15 +180,20 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
     def train(model, bar, sink):
         renderer = renderer_of(model) if args.model else None  # a real model's chat
-        demos = oracle_sft_data(renderer=renderer, environment=args.env)  # Chapter 15's data
+        if args.data:
+            demos = data_of(args, model, renderer)
+            bar.event(f"{len(demos)} trajectories from {args.data}")
+        else:
+            demos = oracle_sft_data(renderer=renderer, environment=args.env)  # Chapter 15's data
         bar.total = config.steps
 
         def hook(step: int, _model) -> None:
             bar.update(step)
 
         history = sft_train(model, demos, config, hook=hook, hook_every=1, sink=sink)
-        return history, asdict(config)
+        return history, asdict(config) | ({"data": args.data} if args.data else {})
 
+    check_data(args)
     return _run(args, "sft", config.seed, train, config)
 
 
@@ -196,6 +225,13 @@ def cmd_dpo(args: argparse.Namespace) -> int:
     config = config_from(args, DPOConfig)
 
     def train(model, bar, sink):
+        if args.data:
+            from arl.rollout import renderer_of
+
+            renderer = renderer_of(model) if args.model else None
+            pairs = data_of(args, model, renderer, for_pairs=True)
+            bar.event(f"{len(pairs)} (chosen, rejected) pairs from {args.data}")
+            return train_on(model, bar, sink, pairs, {"data": args.data})
         tasks = get_environment(args.env).tasks("train")
         env_config = env_config_of(args)
         samples = run_policy(model, tasks, args.samples, seed=args.seed, env_config=env_config)
@@ -207,6 +243,9 @@ def cmd_dpo(args: argparse.Namespace) -> int:
                 "policy"
             )
         bar.event(f"{len(pairs)} (chosen, rejected) pairs from {len(samples)} episodes")
+        return train_on(model, bar, sink, pairs, {"samples": args.samples})
+
+    def train_on(model, bar, sink, pairs, source: dict):
         bar.total = config.steps
 
         def hook(step: int, _model) -> None:
@@ -214,8 +253,9 @@ def cmd_dpo(args: argparse.Namespace) -> int:
 
         reference = copy.deepcopy(model)
         history = dpo_train(model, reference, pairs, config, hook, hook_every=1, sink=sink)
-        return history, {**asdict(config), "pairs": len(pairs), "samples": args.samples}
+        return history, {**asdict(config), "pairs": len(pairs), **source}
 
+    check_data(args)
     return _run(args, "dpo", args.seed, train, config)
 
 
@@ -237,6 +277,12 @@ def register(ts: argparse._SubParsersAction) -> None:
     help_sft = "SFT on the 20 oracle demonstrations, the accumulator drawn afresh (action mask)"
     p = ts.add_parser("sft", help=help_sft, description=f"{help_sft}. {SEEDS}")
     _common(p, "sft")
+    p.add_argument(
+        "--data",
+        type=nonempty,
+        help="train on FILE instead: `arl export trajectories` rows (Parquet or JSONL) in the "
+        "policy's tokens, or TRL's conversational rows (`messages`, `tools`; --model only)",
+    )
     add_config_flags(p, SFTConfig)
     p.set_defaults(func=cmd_sft)
     help_rft = "expert iteration: sample, keep passing episodes, SFT on them"
@@ -251,5 +297,12 @@ def register(ts: argparse._SubParsersAction) -> None:
         "--samples", type=positive_int, default=8, help="episodes per task for the pairs"
     )
     p.add_argument("--seed", type=seed_int, default=0, help="the episodes' sampling and pairing")
+    p.add_argument(
+        "--data",
+        type=nonempty,
+        help="pairs from FILE instead of sampling: `arl export trajectories` rows (each passing "
+        "row with a random failing one of its task) or TRL's preference rows (`prompt`, "
+        "`chosen`, `rejected` messages; --model only)",
+    )
     add_config_flags(p, DPOConfig)
     p.set_defaults(func=cmd_dpo)

@@ -91,10 +91,26 @@ VERL_CORRECTION = {
 VERL.update(
     {f"{p}/{k}": v for p in ("rollout_corr", "mismatch") for k, v in VERL_CORRECTION.items()}
 )
-# validation: val-core/<data source>/<variable>/mean@<n> (averaged over the data sources)
-VERL_VALIDATION = re.compile(r"^val-core/[^/]+/(acc|reward|score)/mean@\d+$")
+# validation: val-core/<data source>/<variable>/mean@<n> for the core variable (acc, else
+# reward), val-aux/... for every other (averaged over the data sources). A data source may
+# hold slashes (arl's rows: arl/bugfix), so the variable is the part before mean@<n>.
+VERL_VALIDATION = re.compile(r"^val-(?:core|aux)/.+/([^/]+)/mean@\d+$")
 VERL_VALIDATION_NAME = {"acc": "eval/heldout_pass", "reward": "eval/heldout_reward"}
 VERL_VALIDATION_NAME["score"] = "eval/heldout_reward"
+# arl's agent loop (arl.bridges.verl.EPISODE_METRICS) reports each episode's arl metrics as
+# reward_extra_info, which verl (0.9) logs at validation only: val-aux/<source>/<name>/mean@<n>.
+# Those verl logs no training counterpart of keep their arl name; tool_call_counts (logged each
+# step as tool_call_counts/mean), turns (verl's num_turns counts messages) and truncated
+# (response_length/clip_ratio) stay apart, so a step's training value is never averaged with
+# a validation one.
+VERL_EPISODE = (
+    "malformed_per_episode",
+    "immediate_submit_frac",
+    "public_pass_rate",
+    "public_hidden_gap",
+    "hack_rate",
+)
+VERL_VALIDATION_NAME.update({name: name for name in VERL_EPISODE})
 
 TABLES = {"trl": TRL, "verl": VERL}
 
@@ -138,15 +154,19 @@ TO_LOG = {
         "response tokens",
         "capped_frac": "algorithm.rollout_correction.rollout_is=token with "
         "calculate_log_probs=True (rollout_corr/rollout_is_ratio_fraction_high)",
-        "public_hidden_gap": "the public-test score beside the hidden-test score in the reward "
-        "function's extra info, and their difference",
+        "public_hidden_gap": "arl's agent loop with trainer.test_freq > 0 "
+        "(val-aux/<source>/public_hidden_gap/mean@N), or the public-test score beside the "
+        "hidden-test score in the reward function's extra info, and their difference",
         "len_failure_p50": "response-length percentiles for responses with score 0 apart "
         "from those with score 1",
         "eval/heldout_pass": "data.val_files of held-out tasks with trainer.test_freq > 0 "
         "(val-core/<source>/acc/mean@N)",
-        "malformed_per_episode": "the share of unparsable tool calls per episode from the "
-        "agent loop",
-        "immediate_submit_frac": "the share of episodes whose first call ends them",
+        "malformed_per_episode": "arl's agent loop with trainer.test_freq > 0 "
+        "(val-aux/<source>/malformed_per_episode/mean@N), or the unparsable tool calls per "
+        "episode from your agent loop",
+        "immediate_submit_frac": "arl's agent loop with trainer.test_freq > 0 "
+        "(val-aux/<source>/immediate_submit_frac/mean@N), or the share of episodes whose first "
+        "call ends them",
         "masked_in_non_policy_share": "the share of response_mask=1 tokens that the tool or "
         "environment produced (multi-turn agent loops mask tool output)",
         "pass/": "a per-family score (one val data source per task family, or per-family "
@@ -179,7 +199,7 @@ TO_LOG["trl"]["tool_calls_per_episode"] = (
     "tools= or environment_factory= (GRPOTrainer then logs tools/call_frequency)"
 )
 TO_LOG["verl"]["tool_calls_per_episode"] = (
-    "a multi-turn agent loop with tools (tool_call_counts/mean), or the loop's own count"
+    "a multi-turn agent loop with tools (tool_call_counts/mean; arl's agent loop reports it)"
 )
 TO_LOG["trl"]["reward_std"] = "reward_std (GRPOTrainer logs it by default)"
 TO_LOG["verl"]["reward_std"] = TO_LOG["verl"]["degenerate_frac"]
@@ -218,7 +238,7 @@ def map_name(source: str, name: str) -> str | None:
     if source == "verl":
         m = VERL_VALIDATION.match(name)
         if m:
-            return VERL_VALIDATION_NAME[m.group(1)]
+            return VERL_VALIDATION_NAME.get(m.group(1))
     return None
 
 

@@ -58,11 +58,17 @@ def dpo_train(
     hook: Hook | None = None,
     hook_every: int = 25,
     sink: Sink | None = None,
+    preference: bool = True,
 ) -> list[dict]:
     """Train in place on all pairs every step; log the change of chosen/rejected log-probs
-    (and each step's loss and lr), in the history and to `sink` (--report-to)."""
+    (and each step's loss and lr), in the history and to `sink` (--report-to).
+
+    preference=False leaves the DPO term out: only the NLL term on the chosen episodes trains
+    (SFT on the chosen episodes, the control that separates DPO's share from the NLL's)."""
     if not pairs:
         raise ArlError("DPO needs at least one (chosen, rejected) pair")
+    if not preference and not config.nll_weight:
+        raise ArlError("DPO without its preference term needs nll_weight > 0: nothing to train")
     chosen, rejected = [c for c, _ in pairs], [r for _, r in pairs]
     batch = collate(chosen + rejected)
     P = len(pairs)
@@ -86,9 +92,12 @@ def dpo_train(
             history.append(record)
             log_record(sink, record)
             break
-        loss = dpo_loss(seq[:P], seq[P:], ref[:P], ref[P:], config.beta)
-        if config.nll_weight:
-            loss = loss + config.nll_weight * sft_loss(logp[:P], batch.action_mask[:P])
+        if preference:
+            loss = dpo_loss(seq[:P], seq[P:], ref[:P], ref[P:], config.beta)
+            if config.nll_weight:
+                loss = loss + config.nll_weight * sft_loss(logp[:P], batch.action_mask[:P])
+        else:  # the NLL term alone
+            loss = config.nll_weight * sft_loss(logp[:P], batch.action_mask[:P])
         where = f"DPO step {step + 1}"
         record["lr"] = float(opt.param_groups[0]["lr"])
         record["loss"], _ = optimizer_step(model, opt, loss, config.grad_clip, where)
