@@ -110,6 +110,8 @@ def add_lora(
     (alpha 2 * rank by default), on the Linear modules named `targets` (or "all-linear").
     Only the adapters train. Returns the policy, changed in place."""
     peft = require_peft()
+    if not hasattr(policy, "renderer"):
+        raise ArlError("LoRA goes with a transformers model (--model); TinyAgent trains in full")
     if rank < 1:
         raise ArlError(f"--lora-rank: expected an integer >= 1 here, got {rank}")
     if is_lora(policy):
