@@ -15,33 +15,17 @@ with its adapters disabled (peft's `disable_adapter()`), the base, not a second 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from arl.errors import ArlError, require
+from arl.errors import ArlError
+from arl.hf.adapters import ADAPTER_CONFIG, is_adapter, quiet_peft, require_peft
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")  # the attention projections
 ALL_LINEAR = "all-linear"  # peft's shorthand: every Linear but the output head
-ADAPTER_CONFIG = "adapter_config.json"  # what makes a folder a peft adapter
-
-
-def require_peft(what: str = "--lora-rank"):
-    """The peft module, or a one-line error naming the extra that installs it."""
-    return require("peft", what)
-
-
-@contextmanager
-def quiet_peft() -> Iterator[None]:
-    """peft 0.21 on transformers 5 warns that `is_gradient_checkpointing` is deprecated each
-    time it wraps, loads or saves a model: not the user's to act on."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", ".*is_gradient_checkpointing", FutureWarning)
-        yield
 
 
 def parse_targets(text: str | None) -> tuple[str, ...]:
@@ -52,11 +36,6 @@ def parse_targets(text: str | None) -> tuple[str, ...]:
     if not names:
         raise ArlError(f"--lora-targets {text!r}: name at least one module (e.g. q_proj,v_proj)")
     return names
-
-
-def is_adapter(path_or_id: str | Path | None) -> bool:
-    """A local folder holding a peft adapter (adapter_config.json)."""
-    return bool(path_or_id) and (Path(str(path_or_id)).expanduser() / ADAPTER_CONFIG).is_file()
 
 
 def is_lora(model) -> bool:
@@ -145,29 +124,6 @@ def add_lora(
             Path(source).expanduser().resolve()
         )
     return policy
-
-
-def load_adapter_model(path: str, dtype: torch.dtype):
-    """The base model an adapter folder's adapter_config.json names, with the adapter loaded
-    on it (trainable: a run on it trains the adapter on). One line when either fails."""
-    tf = require("transformers", "--model")
-    peft = require_peft(f"--model {path} (a LoRA adapter)")
-    try:
-        config = peft.PeftConfig.from_pretrained(path)
-    except (OSError, ValueError, TypeError) as e:
-        raise ArlError(f"--model {path}: {ADAPTER_CONFIG}: {str(e).splitlines()[0]}") from e
-    base = config.base_model_name_or_path
-    if not base:
-        raise ArlError(f"--model {path}: {ADAPTER_CONFIG} names no base model")
-    try:
-        model = tf.AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
-    except (OSError, ValueError) as e:
-        raise ArlError(f"--model {path}: its base model {base}: {str(e).splitlines()[0]}") from e
-    try:
-        with quiet_peft():
-            return peft.PeftModel.from_pretrained(model, path, is_trainable=True)
-    except (OSError, ValueError, RuntimeError, KeyError) as e:
-        raise ArlError(f"--model {path}: the adapter: {str(e).splitlines()[0]}") from e
 
 
 def trainable_params(model: nn.Module) -> int:

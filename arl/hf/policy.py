@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from arl.errors import ArlError
+from arl.hf.adapters import is_adapter, load_adapter_model, quiet_peft
 from arl.hf.chat import ChatRenderer
 from arl.hf.deps import quiet, require_transformers
 from arl.hf.toolcalls import check_format
@@ -138,7 +139,6 @@ class HFPolicy(nn.Module):
         mode (as any file arl writes). A LoRA policy saves its adapter (peft's
         adapter_config.json and adapter_model.safetensors), which load_hf puts back on the base
         its adapter_config names."""
-        from arl.hf.lora import quiet_peft
         from arl.runio import atomic_write_json, give_umask_modes
 
         path = Path(path)
@@ -180,7 +180,7 @@ def load_hf(
     whose calls are in `tool_format` (arl's words, or "qwen" / "llama" native tool calls) and
     end with `turn_end` (default: the token the chat template closes a turn with, else eos).
     Either left None is read from the folder's CHAT_FILE when arl saved it (else words, and
-    the template's turn end). A LoRA adapter folder (arl.hf.lora) loads as its base with the
+    the template's turn end). A LoRA adapter folder (arl.hf.adapters) loads as its base with the
     adapter on it, trainable."""
     tf = require_transformers()
     quiet(tf)
@@ -191,8 +191,6 @@ def load_hf(
     tool_format = tool_format or saved.get("tool_format", "words")
     turn_end = turn_end or saved.get("turn_end")
     check_format(tool_format)  # before anything is loaded
-    from arl.hf.lora import is_adapter, load_adapter_model
-
     adapter = is_adapter(path_or_id)
     try:
         tok = tf.AutoTokenizer.from_pretrained(path_or_id)
