@@ -238,3 +238,22 @@ def test_an_adapter_folder_is_refused_where_it_cannot_serve(trained, tmp_path, c
     code, _, err = cli("eval", "--model", str(moved), "--samples", "1")
     _one_line(code, err)
     assert "its base model" in err and "no-such-base" in err
+
+
+def test_train_pg_with_lora_keeps_no_second_copy_for_its_kl(base_dir, tmp_path, cli):
+    from arl.train.checkpoint import STATE_FILE
+
+    out = tmp_path / "pg"
+    argv = ["train", "pg", "--model", str(base_dir), "--lora-rank", "2", "--quiet"]
+    sets = ["steps=1", "kl=k3", "tasks_per_step=2", "group_size=2", f"out={out}"]
+    code, stdout, err = cli(*argv, *[a for s in sets for a in ("--set", s)])
+    assert code == 0, err
+    assert "(LoRA rank 2: 1,792 trainable)" in stdout  # 2 layers x 2 x 448
+    ckpt = out / "ckpt-000001"
+    assert (ckpt / "adapter_model.safetensors").is_file() and not (
+        ckpt / "model.safetensors"
+    ).exists()
+    state = torch.load(ckpt / STATE_FILE, weights_only=True)
+    assert state["reference"] == {}  # the reference is the base with the adapters off
+    step = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()][-1]
+    assert step["kl/ref_k3"] == pytest.approx(0.0, abs=1e-6)  # a fresh adapter: policy = base
