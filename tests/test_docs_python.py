@@ -132,12 +132,28 @@ def tinyagent_pairs(folder: Path, request) -> dict:
     return {"PATH": path}
 
 
+def tiny_lora(folder: Path, request) -> dict:
+    """The page's `arl train sft --model ... --lora-rank 16 --out runs/sft-lora` on a tiny
+    Qwen2 (one step): an adapter folder in runs/sft-lora/final."""
+    pytest.importorskip("peft", reason="peft is not installed (pip install 'arl[hf]')")
+    from arl.hf.tiny import build_tiny
+
+    path = str(build_tiny(folder / "model", arch="qwen2", layers=1))
+    cli = request.getfixturevalue("cli")
+    argv = ["--lora-rank", "16", "--steps", "1", "--batch-size", "2", "--eval-samples", "1"]
+    code, _, err = cli("train", "sft", "--model", path, *argv, "--out", "runs/sft-lora")
+    assert code == 0, err
+    return {}
+
+
 SETUPS = {
+    "tiny-lora": Setup(tiny_lora),
     "tiny-qwen": Setup(tiny_qwen, ("GRPOTrainer",)),
     "tinyagent-table": Setup(tinyagent_table, ("SFTTrainer",)),
     "tinyagent-pairs": Setup(tinyagent_pairs, ("DPOTrainer",)),
 }
 EXTRAS = {"gymnasium", "datasets", "pyarrow", "pandas", "transformers", "trl", "tokenizers"}
+EXTRAS |= {"peft"}
 ONE_STEP = dict(
     max_steps=1, report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True
 )

@@ -10,7 +10,6 @@ OUT/metrics.jsonl, OUT/results.json and OUT/final (a TinyAgent checkpoint or a
 from __future__ import annotations
 
 import argparse
-import copy
 import random
 from dataclasses import asdict
 from pathlib import Path
@@ -20,7 +19,9 @@ from arl.cli.args import (
     add_env_flags,
     add_report_flags,
     env_config_of,
+    int_in,
     nonempty,
+    positive_float,
     positive_int,
     seed_int,
 )
@@ -61,6 +62,46 @@ def add_policy_flags(p: argparse.ArgumentParser, init_default: str = RECIPE_INIT
         help="bfloat16 for a real model on a GPU; TinyAgent trains in float32",
     )
     add_chat_flags(p)  # --tool-format / --turn-end: a real model's calls
+    add_lora_flags(p)  # --lora-rank / --lora-alpha / --lora-targets: with --model
+
+
+def add_lora_flags(p: argparse.ArgumentParser) -> None:
+    """--lora-rank / --lora-alpha / --lora-targets: train a LoRA adapter on --model (peft)."""
+    p.add_argument(
+        "--lora-rank",
+        type=int_in(0, None, "an integer >= 0 (0: full fine-tuning)"),
+        default=0,
+        metavar="R",
+        help="train a LoRA adapter of rank R on --model, the base frozen (peft; OUT/final is "
+        "the adapter folder); 0 (default): full fine-tuning",
+    )
+    p.add_argument(
+        "--lora-alpha",
+        type=positive_float,
+        default=None,
+        metavar="A",
+        help="LoRA's alpha: the adapter's update is scaled by A/R (default 2R)",
+    )
+    p.add_argument(
+        "--lora-targets",
+        default=None,
+        metavar="MODULES",
+        help="comma list of the Linear modules to adapt (default q_proj,k_proj,v_proj,o_proj; "
+        "all-linear: every Linear but the output head)",
+    )
+
+
+def check_lora_flags(args: argparse.Namespace) -> None:
+    """--lora-* only with --model, a rank and an alpha that make sense, peft installed."""
+    from arl.hf.lora import check_lora
+
+    check_lora(
+        getattr(args, "lora_rank", 0),
+        getattr(args, "lora_alpha", None),
+        getattr(args, "lora_targets", None),
+        getattr(args, "model", None),
+        getattr(args, "init", None),
+    )
 
 
 def resolve_init(args: argparse.Namespace, default: str) -> None:
@@ -69,6 +110,7 @@ def resolve_init(args: argparse.Namespace, default: str) -> None:
     if args.model and args.init is not None:
         raise ArlError(f"--init {args.init} and --model: give one (--model is the starting policy)")
     check_chat_flags(args)  # --tool-format / --turn-end: only with --model
+    check_lora_flags(args)  # --lora-*: only with --model
     if not args.model and args.init is None:
         args.init = default
 
@@ -77,7 +119,14 @@ def policy_from(args: argparse.Namespace, seed: int):
     from arl.train.policy import load_any
 
     env = getattr(args, "env", "bugfix")
-    return load_any(args.init, args.model, seed, args.device, args.dtype, env, **chat_options(args))
+    policy = load_any(
+        args.init, args.model, seed, args.device, args.dtype, env, **chat_options(args)
+    )
+    if getattr(args, "lora_rank", 0):  # checked by resolve_init: with --model, peft present
+        from arl.hf.lora import add_lora, parse_targets
+
+        add_lora(policy, args.lora_rank, args.lora_alpha, parse_targets(args.lora_targets))
+    return policy
 
 
 def _evaluate(model, samples: int, seed: int, args: argparse.Namespace, bar=None) -> dict:
@@ -127,7 +176,12 @@ def _run(args: argparse.Namespace, recipe: str, seed: int, train, config) -> int
         try:
             model = policy_from(args, seed)
             source = args.model or args.init
-            print(f"arl train {recipe}: {model.num_params():,} parameters from {source} -> {out}")
+            from arl.hf.lora import lora_note
+
+            print(
+                f"arl train {recipe}: {model.num_params():,} parameters{lora_note(model)} from "
+                f"{source} -> {out}"
+            )
             with Progress(recipe, enabled=not args.quiet) as bar:
                 history, settings = train(model, bar, sink)
                 bar.event("evaluating both splits")
@@ -220,6 +274,7 @@ def cmd_rft(args: argparse.Namespace) -> int:
 def cmd_dpo(args: argparse.Namespace) -> int:
     from arl.env import get_environment
     from arl.eval.metrics import graded, run_policy
+    from arl.train.common import reference_of
     from arl.train.dpo import DPOConfig, build_pairs, dpo_train
 
     config = config_from(args, DPOConfig)
@@ -251,7 +306,7 @@ def cmd_dpo(args: argparse.Namespace) -> int:
         def hook(step: int, _model) -> None:
             bar.update(step)
 
-        reference = copy.deepcopy(model)
+        reference = reference_of(model)  # a frozen copy; LoRA: the base (adapters off)
         history = dpo_train(model, reference, pairs, config, hook, hook_every=1, sink=sink)
         return history, {**asdict(config), "pairs": len(pairs), **source}
 

@@ -243,6 +243,7 @@ def run_pg(args: argparse.Namespace, values: dict, command: str, hf_teacher: boo
     from rich.console import Console
 
     from arl.experiments.problems.common import set_threads
+    from arl.hf.lora import lora_note
     from arl.logging_bridge import make_sink
     from arl.runio import claim_output_dir
     from arl.train.checkpoint import checkpoints
@@ -275,7 +276,7 @@ def run_pg(args: argparse.Namespace, values: dict, command: str, hf_teacher: boo
 
             def header() -> None:  # once train_pg's checks (teacher, resume) passed
                 console.print(
-                    f"arl {command}: {model.num_params():,} parameters from "
+                    f"arl {command}: {model.num_params():,} parameters{lora_note(model)} from "
                     f"{args.model or args.init}; {config.steps} steps x "
                     f"{config.episodes_per_step} episodes{taught} -> {config.out}"
                 )
@@ -359,6 +360,7 @@ def add_pg_flags(g: argparse.ArgumentParser, keys_help: str) -> None:
     g.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N] when present")
     g.add_argument("--dtype", choices=DTYPES, default="float32", help="bfloat16: real models")
     recipes.add_chat_flags(g)  # --tool-format / --turn-end: a real model's calls (arl.cli.check)
+    recipes.add_lora_flags(g)  # --lora-rank / --lora-alpha / --lora-targets: with --model
     g.add_argument(
         "--overwrite", action="store_true", help="delete an earlier run's files in out first"
     )

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from arl.errors import ArlError
+from arl.hf.adapters import is_adapter, load_adapter_model, quiet_peft
 from arl.hf.chat import ChatRenderer
 from arl.hf.deps import quiet, require_transformers
 from arl.hf.toolcalls import check_format
@@ -67,7 +68,8 @@ class HFPolicy(nn.Module):
         self.renderer = renderer
         cfg = model.config
         limit = getattr(cfg, "max_position_embeddings", None) or 4096
-        params = inspect.signature(model.forward).parameters  # transformers 5 renamed it
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft's
+        params = inspect.signature(base.forward).parameters  # transformers 5 renamed it
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
         self._keeps_logits = "logits_to_keep" in params  # the LM head on chosen positions only
         self.config = HFShape(
@@ -80,6 +82,11 @@ class HFPolicy(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    @property
+    def is_lora(self) -> bool:
+        """Whether the model carries LoRA adapters (arl.hf.lora): only they train."""
+        return hasattr(self.model, "disable_adapter") and hasattr(self.model, "peft_config")
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         """Logits for every position of right-padded (B, T) ids (causal: padding never leaks)."""
@@ -129,11 +136,14 @@ class HFPolicy(nn.Module):
     def save(self, path: str | Path) -> Path:
         """A `from_pretrained` directory: the model and its tokenizer, and CHAT_FILE with the
         call format and the turn end (load_hf reads them back), every file with the umask's
-        mode (as any file arl writes)."""
+        mode (as any file arl writes). A LoRA policy saves its adapter (peft's
+        adapter_config.json and adapter_model.safetensors), which load_hf puts back on the base
+        its adapter_config names."""
         from arl.runio import atomic_write_json, give_umask_modes
 
         path = Path(path)
-        self.model.save_pretrained(path)
+        with quiet_peft():  # a LoRA policy's model is peft's: it writes the adapter
+            self.model.save_pretrained(path)
         self.renderer.tokenizer.save_pretrained(path)
         chat = {"tool_format": self.renderer.tool_format, "turn_end": self.renderer.end_token}
         atomic_write_json(path / CHAT_FILE, chat)
@@ -170,7 +180,8 @@ def load_hf(
     whose calls are in `tool_format` (arl's words, or "qwen" / "llama" native tool calls) and
     end with `turn_end` (default: the token the chat template closes a turn with, else eos).
     Either left None is read from the folder's CHAT_FILE when arl saved it (else words, and
-    the template's turn end)."""
+    the template's turn end). A LoRA adapter folder (arl.hf.adapters) loads as its base with the
+    adapter on it, trainable."""
     tf = require_transformers()
     quiet(tf)
     if dtype not in DTYPES:
@@ -180,11 +191,15 @@ def load_hf(
     tool_format = tool_format or saved.get("tool_format", "words")
     turn_end = turn_end or saved.get("turn_end")
     check_format(tool_format)  # before anything is loaded
+    adapter = is_adapter(path_or_id)
     try:
         tok = tf.AutoTokenizer.from_pretrained(path_or_id)
-        model = tf.AutoModelForCausalLM.from_pretrained(path_or_id, dtype=DTYPES[dtype])
+        if not adapter:
+            model = tf.AutoModelForCausalLM.from_pretrained(path_or_id, dtype=DTYPES[dtype])
     except (OSError, ValueError) as e:
         raise ArlError(f"--model {path_or_id}: {str(e).splitlines()[0]}") from e
+    if adapter:
+        model = load_adapter_model(path_or_id, DTYPES[dtype])
     model.to(device)
     renderer = ChatRenderer.for_tokenizer(tok, turn_end=turn_end, tool_format=tool_format)
     policy = HFPolicy(model, renderer, block_size)

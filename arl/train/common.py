@@ -4,6 +4,7 @@ and the log-probs of a frozen model. A recipe file keeps only its data source an
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 
@@ -36,14 +37,15 @@ def make_optimizer(
     asks for the plain one (fused=False): its logged runs were made with it, and fused Adam
     rounds differently.
     """
+    params = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters only
     if fused:
         try:
             return torch.optim.AdamW(
-                model.parameters(), lr=lr, weight_decay=weight_decay, betas=betas, fused=True
+                params, lr=lr, weight_decay=weight_decay, betas=betas, fused=True
             )
         except (RuntimeError, TypeError):
             pass
-    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=betas)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=betas)
 
 
 def clip_and_check(model: TinyAgent, loss: float, max_norm: float, where: str) -> float:
@@ -82,6 +84,17 @@ def optimizer_step(
     norm = clip_and_check(model, value, max_norm, where)
     opt.step()
     return value, norm
+
+
+def reference_of(model: TinyAgent):
+    """A frozen reference of the policy as it is now (DPO's, PG's KL): a copy in eval mode;
+    for a LoRA policy the same model with its adapters disabled (arl.hf.lora.AdapterOff: the
+    base, no second copy)."""
+    if getattr(model, "is_lora", False):
+        from arl.hf.lora import AdapterOff
+
+        return AdapterOff(model)
+    return copy.deepcopy(model).eval()
 
 
 @torch.no_grad()

@@ -13,7 +13,6 @@ Config: pg_config.py; what is logged: pg_metrics.py; checkpoints: checkpoint/.
 
 from __future__ import annotations
 
-import copy
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -41,7 +40,14 @@ from arl.model import TinyAgent
 from arl.runio import claim_output_dir
 from arl.train import checkpoint, distill
 from arl.train.checkpoint import LoopState
-from arl.train.common import Hook, frozen_logprobs, hook_due, make_optimizer, optimizer_step
+from arl.train.common import (
+    Hook,
+    frozen_logprobs,
+    hook_due,
+    make_optimizer,
+    optimizer_step,
+    reference_of,
+)
 from arl.train.pg_config import PGConfig
 from arl.train.pg_groups import Drawn, Rollouts, group_rewards
 from arl.train.pg_losses import LOSSES, LossInputs, kl_part
@@ -335,7 +341,7 @@ def start_state(model: TinyAgent, config: PGConfig) -> LoopState:
     return LoopState(
         make_optimizer(model, config.lr, config.weight_decay, fused=False),
         random.Random(config.seed),
-        copy.deepcopy(model).eval() if config.kl != "off" else None,
+        reference_of(model) if config.kl != "off" else None,  # LoRA: adapters off
         config.entropy_coef,
     )
 
