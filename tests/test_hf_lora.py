@@ -16,7 +16,7 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("peft")
 
 from arl.batch import collate  # noqa: E402
-from arl.gym.tasks import tasks_for  # noqa: E402
+from arl.bugfix.tasks import tasks_for  # noqa: E402
 from arl.hf.lora import AdapterOff, add_lora, is_lora, merge_adapter  # noqa: E402
 from arl.hf.policy import CHAT_FILE, load_hf  # noqa: E402
 from arl.hf.tiny import build_tiny  # noqa: E402

@@ -10,8 +10,8 @@ import torch
 
 pytest.importorskip("transformers")
 
+from arl.bugfix.tasks import tasks_for  # noqa: E402
 from arl.errors import ArlError  # noqa: E402
-from arl.gym.tasks import tasks_for  # noqa: E402
 from arl.hf.policy import load_hf  # noqa: E402
 from arl.hf.tiny import build_tiny  # noqa: E402
 from arl.train.checkpoint import checkpoints  # noqa: E402
