@@ -1,7 +1,8 @@
 """A PG run's trainer state in out/ckpt-STEP, beside the model's files: saved with its sha256
 in config.json, checked on load, and resumed only under the same config (or the changes the
 user allows, which then take effect); a damaged newest checkpoint is refused, naming the last
-good one.
+good one. A real model's run (--model) resumes too: its checkpoint is a from_pretrained folder
+(or, with LoRA, peft's adapter folder) whose trained weights' sha256 is in arl.json.
 """
 
 from __future__ import annotations
@@ -123,7 +124,10 @@ def save_trainer_checkpoint(out: Path, step: int, model: TinyAgent, state: dict,
         data = buf.getvalue()
         atomic_write_bytes(tmp / STATE_FILE, data)
         files = {STATE_FILE: hashlib.sha256(data).hexdigest()}
-        save_policy(model, tmp, extra={"kind": "pg", "step": step, "files": files})
+        extra = {"kind": "pg", "step": step, "files": files}
+        if not isinstance(model, TinyAgent):  # a real model's weights: checked on resume
+            extra[WEIGHTS_KEY] = trainable_sha256(model)
+        save_policy(model, tmp, extra=extra)
         if final.exists():
             shutil.rmtree(final)
         tmp.rename(final)  # atomic: a crash before this line leaves the last good checkpoint
@@ -170,13 +174,15 @@ def config_changes(saved: dict, config: PGConfig) -> dict[str, tuple[Any, Any]]:
 def resume_state(ckpt: Path, model: TinyAgent, config: PGConfig, allow_change) -> dict:
     """Load the newest checkpoint into `model` and return its trainer state, after checking
     that the model's shape and the PGConfig match it (keys in `allow_change` may differ)."""
-    if not isinstance(model, TinyAgent):
-        raise ArlError("resume: a run on a real model (--model) does not resume yet; start anew")
-    loaded = load_checkpoint(ckpt)  # checksums, format, finiteness
-    if loaded.config != model.config:
-        a, b = asdict(loaded.config), asdict(model.config)
-        diff = ", ".join(f"{k} {a[k]} vs {b[k]}" for k in a if a[k] != b[k])
-        raise ArlError(f"resume: {ckpt} holds another model shape than --init ({diff})")
+    if isinstance(model, TinyAgent):
+        loaded = load_checkpoint(ckpt)  # checksums, format, finiteness
+        if loaded.config != model.config:
+            a, b = asdict(loaded.config), asdict(model.config)
+            diff = ", ".join(f"{k} {a[k]} vs {b[k]}" for k in a if a[k] != b[k])
+            raise ArlError(f"resume: {ckpt} holds another model shape than --init ({diff})")
+        weights = loaded.state_dict()
+    else:
+        weights = None  # a real model's: loaded below, once the trainer state is checked
     st = load_trainer_state(ckpt)
     try:
         saved = json.loads(st["config"])
@@ -198,8 +204,87 @@ def resume_state(ckpt: Path, model: TinyAgent, config: PGConfig, allow_change) -
     tensors = [t for v in st["optimizer"].get("state", {}).values() for t in v.values()]
     if nonfinite_tensor({str(i): t for i, t in enumerate(tensors) if torch.is_tensor(t)}):
         raise ArlError(f"resume: {ckpt}: non-finite optimizer state")
-    model.load_state_dict(loaded.state_dict())
+    if weights is not None:
+        model.load_state_dict(weights)
+    else:
+        load_real_model_weights(ckpt, model)
     return {**st, "changed": sorted(every)}
+
+
+# --- a real model's run (--model): its from_pretrained folder (or LoRA adapter) is the weights --
+
+WEIGHTS_KEY = "weights_sha256"  # in a real model's checkpoint's arl.json: its trained weights
+SAME_SHAPE = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")
+
+
+def trainable_sha256(model: torch.nn.Module) -> str:
+    """One sha256 of the weights a run trains (every parameter with requires_grad, by name):
+    the whole model in full fine-tuning, the adapters alone with LoRA (the base is the base)."""
+    from arl.train.checkpoint.files import tensor_sha256
+
+    h = hashlib.sha256()
+    for name, p in sorted(model.named_parameters()):
+        if p.requires_grad:
+            h.update(f"{name}:{tensor_sha256(p)};".encode())
+    return h.hexdigest()
+
+
+def load_real_model_weights(ckpt: Path, policy: Any) -> None:
+    """Put a real model's checkpoint back into `policy` (an HFPolicy, LoRA or not): the adapter
+    (peft) or the from_pretrained weights, after checking that the checkpoint holds this model's
+    shape; then the trained weights' sha256 must equal the one saved beside them."""
+    meta = checkpoint_extra(ckpt)
+    want = meta.get(WEIGHTS_KEY)
+    if not isinstance(want, str):
+        raise ArlError(f"checkpoint {ckpt}: corrupt arl.json (no {WEIGHTS_KEY})")
+    lora = bool(getattr(policy, "is_lora", False))
+    try:
+        if lora:
+            _load_adapter(ckpt, policy)
+        else:
+            _load_full(ckpt, policy)
+    except ArlError:
+        raise
+    except Exception as e:  # safetensors, transformers, peft: many types  # noqa: BLE001
+        raise ArlError(f"checkpoint {ckpt}: corrupt model weights ({type(e).__name__})") from None
+    if trainable_sha256(policy) != want:
+        raise ArlError(f"checkpoint {ckpt}: corrupt model weights (checksum differs)")
+
+
+def _load_full(ckpt: Path, policy: Any) -> None:
+    from arl.hf.deps import quiet, require_transformers
+    from arl.runio import read_json
+
+    saved = read_json(ckpt / "config.json")
+    now = policy.model.config.to_dict()
+    diff = [f"{k} {saved.get(k)} vs {now.get(k)}" for k in SAME_SHAPE if saved.get(k) != now.get(k)]
+    if diff or (ckpt / "adapter_config.json").is_file():
+        what = ", ".join(diff) or "a LoRA adapter, not a full model"
+        raise ArlError(f"resume: {ckpt} holds another model than --model ({what})")
+    tf = require_transformers()
+    quiet(tf)
+    dtype = next(policy.model.parameters()).dtype
+    fresh = tf.AutoModelForCausalLM.from_pretrained(str(ckpt), dtype=dtype)
+    policy.model.load_state_dict(fresh.state_dict())
+
+
+def _load_adapter(ckpt: Path, policy: Any) -> None:
+    from arl.hf.adapters import ADAPTER_CONFIG, quiet_peft, require_peft
+    from arl.runio import read_json
+
+    if not (ckpt / ADAPTER_CONFIG).is_file():
+        raise ArlError(f"resume: {ckpt} holds a full model, not this run's LoRA adapter")
+    saved, now = read_json(ckpt / ADAPTER_CONFIG), policy.model.peft_config["default"]
+    keys = {"r": now.r, "lora_alpha": now.lora_alpha, "target_modules": now.target_modules}
+    norm = lambda v: sorted(v) if isinstance(v, list | set | tuple) else v  # noqa: E731
+    diff = [f"{k} {saved.get(k)} vs {v}" for k, v in keys.items() if norm(saved.get(k)) != norm(v)]
+    if diff:
+        raise ArlError(f"resume: {ckpt} holds another adapter than this run's ({', '.join(diff)})")
+    peft = require_peft("a LoRA run's resume")
+    from safetensors.torch import load_file
+
+    with quiet_peft():
+        peft.set_peft_model_state_dict(policy.model, load_file(ckpt / "adapter_model.safetensors"))
 
 
 def restore(out: Path, model: TinyAgent, s: LoopState, config: PGConfig, allow_change) -> None:
@@ -233,7 +318,8 @@ def restore(out: Path, model: TinyAgent, s: LoopState, config: PGConfig, allow_c
         s.opt.load_state_dict(st["optimizer"])
         s.rng.setstate(_to_rng_state(st["python_rng"]))
         torch.set_rng_state(st["torch_rng"])
-        if s.ref is not None:  # a KL switched on at the resume: the reference is this policy
+        if s.ref is not None and hasattr(s.ref, "load_state_dict"):  # LoRA's is the base
+            # a KL switched on at the resume: the reference is this policy
             s.ref.load_state_dict(st["reference"] or model.state_dict())
     except (ValueError, TypeError, KeyError, RuntimeError) as e:
         raise ArlError(f"resume: {ckpt}: trainer state does not fit this run ({e})") from None
