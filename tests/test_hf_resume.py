@@ -20,8 +20,16 @@ from arl.train.pg_config import PGConfig  # noqa: E402
 
 pytestmark = pytest.mark.slow
 TASKS = tasks_for("train")[::7]  # 3 tasks
+# entropy_coef: a gradient at every step even where every episode of an untrained model fails
 CONFIG = PGConfig(
-    steps=3, tasks_per_step=2, group_size=2, minibatches=1, kl="k3", save_every=1, eval_every=0
+    steps=3,
+    tasks_per_step=2,
+    group_size=2,
+    minibatches=1,
+    kl="k3",
+    entropy_coef=0.01,
+    save_every=1,
+    eval_every=0,
 )
 TIMING = ("time", "seconds", "wall")
 
@@ -57,7 +65,10 @@ def crash_at(step_no):
 def test_a_real_models_run_resumes_exactly(model_dir, tmp_path, lora):
     torch.manual_seed(0)
     whole_model = policy(model_dir, lora)
+    start = [p.detach().clone() for p in whole_model.parameters()]
     whole = strip(train_pg(whole_model, CONFIG, TASKS))
+    moved = [not torch.equal(a, b) for a, b in zip(start, whole_model.parameters(), strict=True)]
+    assert any(moved)  # the run trains: a resume that lost the weights could not match it
     run = replace(CONFIG, out=str(tmp_path / "run"))
     torch.manual_seed(0)
     with pytest.raises(KeyboardInterrupt):
