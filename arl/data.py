@@ -20,6 +20,7 @@ bounded reader. Every bad row is one ArlError line naming the file and the row.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import random
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from arl.errors import ArlError, require
-from arl.runio import check_input, input_lines, read_input
+from arl.runio import input_lines, read_input
 from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE, Trajectory
 
 TRAJECTORY_COLUMNS = ("input_ids", "owners")
@@ -40,10 +41,7 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     """A Parquet or JSON Lines file's rows as dicts (bounded reads; one line on any fault)."""
     label = str(path)
     if Path(path).suffix == ".parquet":
-        check_input(path, label)
         pq = require("pyarrow.parquet", "--data FILE.parquet")
-        import io
-
         try:
             table = pq.read_table(io.BytesIO(read_input(path, label, limit=2**31)))
         except Exception as e:  # pyarrow raises many types for a damaged file  # noqa: BLE001
@@ -150,20 +148,11 @@ def passed_of(row: dict, where: str) -> bool:
     raise ArlError(f"{where}: DPO pairs by task need `passed` or `reward` in every row")
 
 
-def load_trajectories(path: str | Path, vocab_size: int) -> list[Trajectory]:
-    """Every row of an exported trajectory file, as Trajectories (SFT's data)."""
-    rows = read_rows(path)
-    if row_kind(rows, str(path)) != "trajectory":
-        raise ArlError(f"{path}: not arl's trajectory rows (conversations need --model)")
-    return [trajectory_from_row(r, vocab_size, f"{path}: row {i}") for i, r in enumerate(rows)]
-
-
 def pairs_by_task(
-    trajs: Sequence[Trajectory], passed: Sequence[bool], seed: int
+    trajs: Sequence[Trajectory], passed: Sequence[bool], rng: random.Random
 ) -> list[tuple[Trajectory, Trajectory]]:
-    """DPO pairs from rows with verdicts: each passing episode with a random failing one of
-    the same task (arl.train.dpo.build_pairs' rule, on the rows' verdicts)."""
-    rng = random.Random(seed)
+    """DPO's pairs: every passing episode with a random failing one of the same task (tasks
+    without both give none); `passed` is each episode's verdict (a rollout's, or a row's)."""
     by_task: dict[str, tuple[list, list]] = {}
     for tr, ok in zip(trajs, passed, strict=True):
         wins, losses = by_task.setdefault(tr.task, ([], []))
@@ -321,7 +310,7 @@ def load_data(path: str, renderer: Any, vocab_size: int, for_pairs: bool = False
         if not for_pairs:
             return trajs
         verdicts = [passed_of(r, w) for r, w in zip(rows, label, strict=True)]
-        pairs = pairs_by_task(trajs, verdicts, seed)
+        pairs = pairs_by_task(trajs, verdicts, random.Random(seed))
         if not pairs:
             raise ArlError(f"{path}: no task has both a passing and a failing row: no DPO pair")
         return pairs

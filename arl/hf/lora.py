@@ -38,10 +38,9 @@ def parse_targets(text: str | None) -> tuple[str, ...]:
     return names
 
 
-def is_lora(model) -> bool:
-    """A policy (or a bare model) whose weights carry peft adapters."""
-    inner = getattr(model, "model", model)
-    return hasattr(inner, "disable_adapter") and hasattr(inner, "peft_config")
+def is_lora(policy) -> bool:
+    """A policy whose weights carry peft adapters (HFPolicy.is_lora; TinyAgent: never)."""
+    return bool(getattr(policy, "is_lora", False))
 
 
 def check_lora(

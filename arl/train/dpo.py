@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from arl.batch import collate
 from arl.checks import check
+from arl.data import pairs_by_task
 from arl.errors import ArlError
 from arl.logging_bridge import Sink, log_record
 from arl.losses import dpo_loss, episode_logp, sft_loss, token_logprobs
@@ -43,11 +44,7 @@ class DPOConfig:
 
 def build_pairs(trajs: Sequence[Trajectory], rng: random.Random) -> list[Pair]:
     """Pair every success with a random failure on the same task (tasks without both: none)."""
-    by_task: dict[str, tuple[list, list]] = {}
-    for tr in trajs:
-        wins, losses = by_task.setdefault(tr.task, ([], []))
-        (wins if tr.passed else losses).append(tr)
-    return [(w, rng.choice(losses)) for wins, losses in by_task.values() if losses for w in wins]
+    return pairs_by_task(trajs, [tr.passed for tr in trajs], rng)
 
 
 def dpo_train(
