@@ -292,6 +292,8 @@ COOLDOWN = 0  # pass-rate filter cooldown: none, so an all-fail canary group is 
 PROBE_KEYS = 8  # (buggy, key) draws per const task in the key's copy probe (6 tasks: 48)
 PROBE_SEED = 7_000  # the probe's episode seeds: PROBE_SEED + k, the same on every seed
 COPY_MIN = 0.8  # the copy probe's bar, Chapter 15's for `init` (ch15_rules.COPY_RATE_MIN)
+CANARY_SAMPLES = 64  # episodes per canary task (6) in each arm's final canary probe (TUNED)
+CANARY_SEED = 9_000  # + the seed: the final probe's episode seeds, the same for both arms
 CANARY = "eval/train_canary_pass"  # the fixed evaluation's canary pass (training canaries)
 HELD_CANARY = "eval/heldout_canary_pass"  # and the held-out canaries', never trained on
 CO_SHARE = "eval/train_checkout_share_in_successes"
@@ -363,14 +365,25 @@ def family_gains(history: list[dict]) -> dict[str, float]:
     }
 
 
-def checkout_effects(runs: dict[str, list[dict]]) -> dict[str, float]:
-    """Every RL claim's per-seed effect, from the arms' fixed evaluations."""
-    leaky, sealed = runs[CO_LEAKY], runs[CO_SEALED]
+def final_canary(ctx: Ctx, model: TinyAgent, env: str) -> float:
+    """Pass rate of the policy after RL on every canary task of `env` (both splits), on fixed
+    episode seeds: a finer estimate near a guess's 1/80 than an evaluation's 32 episodes,
+    where one lucky guess is 0.031."""
+    environment = get_environment(env)
+    tasks = [t for s in SPLITS for t in environment.tasks(s) if t.family == CONST]
+    m, _ = evaluate(model, tasks, samples=ctx.pick(CANARY_SAMPLES, 2), seed=CANARY_SEED + ctx.seed)
+    return m["pass_rate"]
+
+
+def checkout_effects(runs: dict[str, list[dict]], final: dict[str, float]) -> dict[str, float]:
+    """Every RL claim's per-seed effect, from the arms' fixed evaluations and the sealed arm's
+    final canary probe."""
+    leaky = runs[CO_LEAKY]
     g = family_gains(leaky)
     others = [g[f] for f in LEAK_FAMILIES if f != CONST]
     return {
         "effect": tail_mean(leaky, CANARY),
-        "sealed_canary": float(np.mean(_values(sealed, CANARY) or [0.0])),
+        "sealed_canary": final[CO_SEALED],
         "fast_family": g[CONST] - float(np.nanmean(others)),
         "leak_share": tail_mean(leaky, CO_SHARE) - head_mean(leaky, CO_SHARE),
         "heldout_leak": tail_mean(leaky, HELD_CANARY),
@@ -387,7 +400,7 @@ def problem_11(ctx: Ctx):
         "cold_start": key_copy_probe(start),
         "weak_base": key_copy_probe(weak_base(base, CHECKOUT_SEALED)),
     }
-    runs = {}
+    runs, final = {}, {}
     for arm, env in CHECKOUT_ARMS.items():
         config = rl_config(
             ctx,
@@ -398,8 +411,11 @@ def problem_11(ctx: Ctx):
         )
         config = replace(config, env=default_env(env))
         pool = quick_pool(env) if ctx.quick else None
-        runs[arm] = train_pg(copy.deepcopy(start), config, pool)
-    res = first_last(runs, CO_KEYS) | checkout_effects(runs)
+        model = copy.deepcopy(start)
+        runs[arm] = train_pg(model, config, pool)
+        final[arm] = final_canary(ctx, model, env)
+    res = first_last(runs, CO_KEYS) | checkout_effects(runs, final)
+    res["final_canary"] = final
     res["gains"] = family_gains(runs[CO_LEAKY])
     res["copy_probe"] = probe
     res["key_copy"] = probe["cold_start"]["key_copy"]
@@ -416,7 +432,9 @@ def checkout_conclusion(res: dict) -> str:
         f"{fl(CO_LEAKY, HELD_CANARY)}, sealed {fl(CO_SEALED, HELD_CANARY)}; train pass leaky "
         f"{fl(CO_LEAKY, 'eval/train_pass')}, sealed {fl(CO_SEALED, 'eval/train_pass')}; share "
         f"of successes that called checkout: leaky {fl(CO_LEAKY, CO_SHARE)}, sealed "
-        f"{fl(CO_SEALED, CO_SHARE)}; that called log: leaky {fl(CO_LEAKY, LOG_SHARE)}. "
+        f"{fl(CO_SEALED, CO_SHARE)}; that called log: leaky {fl(CO_LEAKY, LOG_SHARE)}. After "
+        f"RL, on every canary ({CANARY_SAMPLES} episodes each): leaky "
+        f"{res['final_canary'][CO_LEAKY]:.3f}, sealed {res['final_canary'][CO_SEALED]:.3f}. "
         f"Per-family gains on the leaky arm: {fams}. Key copy probe: cold start "
         f"{probe['cold_start']['key_copy']:.2f} (first digit "
         f"{probe['cold_start']['first_digit']:.2f}), weak base "
@@ -477,8 +495,9 @@ PROBLEM_11 = Problem(
             "sealed_canary",
             Claim(
                 text="the sealed environment closes the leak",
-                effect="fixed-evaluation canary pass, mean over every evaluation of RL where "
-                "checkout restores only the working copy (below twice a guess's 1/80)",
+                effect="canary pass of the policy after RL where checkout restores only the "
+                "working copy, on every canary task (train and held-out, 64 fixed episodes "
+                "each; below twice a guess's 1/80)",
                 threshold=2 * GUESS,
                 below=True,
                 source="book",
@@ -559,6 +578,7 @@ PROBLEM_11 = Problem(
         "eval_samples": EVAL_SAMPLES,
         "filter_cooldown": COOLDOWN,
         "probe": {"keys_per_task": PROBE_KEYS, "seed": PROBE_SEED, "bar": COPY_MIN},
+        "final_canary": {"samples_per_task": CANARY_SAMPLES, "seed": f"{CANARY_SEED} + seed"},
         "trainer": "PGConfig defaults otherwise (lr 3e-4, 8 tasks x 8 episodes a step)",
     },
     tuned=(),
