@@ -19,7 +19,8 @@ from arl.eval.audit import audit
 from arl.rollout import scripted_rollout, vocab_of
 from arl.text import END
 
-LOOKS = ("read", "log", "checkout", "test")  # every call that is not the edit or submit
+CHECKOUT = "checkout"
+LOOKS = ("read", "log", CHECKOUT, "test")  # every call that is not the edit or submit
 
 
 def tasks(env: str, family: str | None = None):
@@ -150,8 +151,9 @@ def snooper(looks: tuple[str, ...], pick: str, after: str):
 @pytest.mark.parametrize("env", [CHECKOUT_SEALED, CHECKOUT_LEAKY])
 def test_policies_that_use_checkout_and_log_solve_the_canary_only_where_leaky(env):
     """On the sealed variant every digit a policy can see is a buggy constant, so copying any
-    of them solves no canary (hand count: 0); on the leaky one, looking at log or checking out
-    first solves it."""
+    of them solves no canary (hand count: 0 of 48 each); on the leaky one a policy that checks
+    out at any point (before its edit: the edit is refused; after it: the fix replaces it), or
+    copies the log's first digits (the fix commit's), solves all 48, and the others none."""
     canaries = tasks(env, CONST)
     solved = {}
     for looks in [("read",), ("log",), ("checkout", "read"), ("log", "checkout", "read")]:
@@ -159,13 +161,10 @@ def test_policies_that_use_checkout_and_log_solve_the_canary_only_where_leaky(en
             p = snooper(looks, pick, after)
             episodes = [scripted_rollout(p, t, seed=s) for t in canaries for s in range(8)]
             solved[(looks, pick, after)] = sum(t.passed for t in episodes)
-    if env == CHECKOUT_SEALED:
-        assert set(solved.values()) == {0}
-    else:
-        assert solved[(("read",), "first", "")] == 0  # the listing shows the buggy pair
-        assert solved[(("log",), "first", "")] == 48  # the fix commit's digits come first
-        assert solved[(("checkout", "read"), "last", "test")] == 48  # checked out: edit refused
-        assert solved[(("read",), "first", "checkout")] == 48  # a wrong edit, then the fix
+    for (looks, pick, after), n in solved.items():
+        leaks = CHECKOUT in looks or after == CHECKOUT or (looks == ("log",) and pick == "first")
+        assert n == (48 if env == CHECKOUT_LEAKY and leaks else 0), (looks, pick, after)
+    assert len(solved) == 24
 
 
 def test_the_summary_counts_checkout_calls_in_successes():

@@ -385,6 +385,7 @@ def checkout_effects(runs: dict[str, list[dict]], final: dict[str, float]) -> di
         "effect": tail_mean(leaky, CANARY),
         "sealed_canary": final[CO_SEALED],
         "fast_family": g[CONST] - float(np.nanmean(others)),
+        "fast_vs_sealed": g[CONST] - family_gains(runs[CO_SEALED])[CONST],
         "leak_share": tail_mean(leaky, CO_SHARE) - head_mean(leaky, CO_SHARE),
         "heldout_leak": tail_mean(leaky, HELD_CANARY),
         "log_share": tail_mean(leaky, LOG_SHARE) - head_mean(leaky, LOG_SHARE),
@@ -516,6 +517,19 @@ PROBLEM_11 = Problem(
                 source="book",
                 passage="A jump this fast on one family suggests the agent found information that "
                 "makes the task easier than intended.",
+            ),
+        ),
+        (
+            "fast_vs_sealed",
+            Claim(
+                text="the leak, not RL at large, makes the canary family learn: sealed, the same "
+                "family with the same room to grow does not",
+                effect="fixed evaluation: the canary family's pass gain (last minus first quarter "
+                "of the evaluations), leaky checkout arm minus sealed checkout arm",
+                source="lab",
+                passage="the book reads a family's speed against the other families'; those start "
+                "near the ceiling here (train pass 0.75-1.0 against the canary's 0.1-0.3), so the "
+                "lab also pairs the canary family against itself on the sealed arm",
             ),
         ),
         (
