@@ -55,6 +55,7 @@ from arl.experiments.problems.common import (
     Claim,
     Ctx,
     Problem,
+    Tuning,
     base_config,
     first_last,
     first_to_last,
@@ -436,7 +437,8 @@ def checkout_conclusion(res: dict) -> str:
         f"{fl(CO_SEALED, CO_SHARE)}; that called log: leaky {fl(CO_LEAKY, LOG_SHARE)}. After "
         f"RL, on every canary ({CANARY_SAMPLES} episodes each): leaky "
         f"{res['final_canary'][CO_LEAKY]:.3f}, sealed {res['final_canary'][CO_SEALED]:.3f}. "
-        f"Per-family gains on the leaky arm: {fams}. Key copy probe: cold start "
+        f"Per-family gains on the leaky arm: {fams}; the canary's on the sealed arm "
+        f"{res['gains'][CONST] - res['fast_vs_sealed']:+.2f}. Key copy probe: cold start "
         f"{probe['cold_start']['key_copy']:.2f} (first digit "
         f"{probe['cold_start']['first_digit']:.2f}), weak base "
         f"{probe['weak_base']['key_copy']:.2f}."
@@ -472,6 +474,38 @@ def draw_checkout(per_seed: list[dict], path) -> None:
         f"({band_note}; fixed evaluations every {EVAL_EVERY} steps)",
     )
 
+
+TUNED = (
+    Tuning(
+        "canary_samples",
+        CANARY_SAMPLES,
+        (100,),
+        "the sealed claim's reading. On seed 100 the sealed arm's evaluations read canary pass "
+        "0.031 at steps 0-30 (one lucky guess among an evaluation's 32 canary episodes, on "
+        "the same episode seeds every time) and 0 after: a mean over the evaluations of 0.018 "
+        "against the bar of 2/80, so one guess decides the seed. The claim reads instead a "
+        "probe of the policy after RL on all 6 canaries x 64 fixed episodes (seed 100: 0.005; "
+        "101: 0.000)",
+    ),
+    Tuning(
+        "fast_vs_sealed",
+        "added (lab)",
+        (100,),
+        "on seed 100 the other families started near the ceiling (fixed evaluation at step 0: "
+        "0.75-1.0, the canary 0.16), so the book's reading (the canary's gain against theirs) "
+        "also measures room to grow; the lab added the canary family's gain paired against the "
+        "sealed arm (seed 100: +0.55 against -0.03)",
+    ),
+    Tuning(
+        "steps, eval_every, eval_samples, filter_cooldown",
+        {"steps": STEPS, "eval_every": EVAL_EVERY, "eval_samples": EVAL_SAMPLES, "cooldown": 0},
+        (100, 101),
+        "set before any run (the earlier design's 60 steps; issue 43's no cooldown) and looked "
+        "at on seeds 100-101, not changed: the leaky arm's canary pass (fixed evaluation) went "
+        "0.16 -> 0.75 by step 10 and 1.00 from step 50 (seed 100), 0.16 -> 0.84 and 1.00 from "
+        "step 30 (seed 101); the sealed arm's stayed at 0.00-0.03",
+    ),
+)
 
 CHECKOUT_PASSAGE = (
     "Your agent's pass rate on one task family jumped from 30% to 85% in 50 steps. "
@@ -595,5 +629,5 @@ PROBLEM_11 = Problem(
         "final_canary": {"samples_per_task": CANARY_SAMPLES, "seed": f"{CANARY_SEED} + seed"},
         "trainer": "PGConfig defaults otherwise (lr 3e-4, 8 tasks x 8 episodes a step)",
     },
-    tuned=(),
+    tuned=TUNED,
 )
