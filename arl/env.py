@@ -118,6 +118,9 @@ class Environment:
     canary: tuple[str, str, str] | None = None
     # role (ROLES) -> the name of the scripted policy that plays it; default: the role's name
     roles: Mapping[str, str] = dataclasses.field(default_factory=lambda: {r: r for r in ROLES})
+    # its words as a real model reads them (an Observation's text): a chat model's pretraining
+    # text is `text(words)` of each corpus entry (arl.train.tool_model)
+    text: Callable[[Sequence[str]], str] = " ".join
 
     def __post_init__(self) -> None:
         for role in ROLES:

@@ -83,6 +83,12 @@ def test_a_real_models_run_resumes_exactly(model_dir, tmp_path, lora):
     resumed = strip(train_pg(resumed_model, replace(run, resume=True), TASKS))
     assert [r["step"] for r in resumed] == [3]
     assert resumed == whole[2:]
+    samples = [
+        json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().split("\n") if x
+    ]
+    assert sorted({r["step"] for r in samples}) == [1, 3]  # step 1 and the last, once each
+    for r in samples:  # the chat model's text, its prompt ending in the task's issue
+        assert r["completion"] and r["task"].split("_")[0] in r["prompt"].replace(" ", "_")
     for a, b in zip(whole_model.parameters(), resumed_model.parameters(), strict=True):
         assert torch.equal(a, b)
 

@@ -508,3 +508,15 @@ def test_reports_render_in_a_browser(pg_page, ch15_out, problems_out, tmp_path):
             assert visit.screenshot.startswith(b"\x89PNG") and len(visit.screenshot) > 20_000
     finally:
         chromium.close()
+
+
+def test_a_pg_run_s_episodes_are_shown_as_text_after_the_panels(pg_run, pg_page):
+    """The run samples steps 1 and 2 (its evaluation and last step); the page shows each
+    sample's header and text, after the standing panels."""
+    text = pg_page.read_text(encoding="utf-8")
+    rows = [json.loads(x) for x in (pg_run / "samples.jsonl").read_text().splitlines()]
+    assert {r["step"] for r in rows} == {1, 2}
+    assert text.count('<div class="sample"') + text.count('<div class="sample pass"') == len(rows)
+    assert text.index('id="samples"') > text.index('id="panel-pass"')
+    for r in rows:
+        assert escape(r["completion"], quote=True) in text

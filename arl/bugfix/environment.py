@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from arl.bugfix.env import BugFixConfig, BugFixEnv
-from arl.bugfix.grammar import END, OPS, Malformed, parse_call, source_words
+from arl.bugfix.grammar import END, OPS, Malformed, parse_call, source_words, words_to_text
 from arl.bugfix.policies import SCRIPTED
 from arl.bugfix.tasks import all_tasks, get_task, gym_words, tasks_for
 from arl.env import Environment, Gymnasium
@@ -87,6 +87,7 @@ BUGFIX = Environment(
     title="BugFix",
     tools=TOOLSET,
     gymnasium=Gymnasium("arl/BugFix-v0", "arl.bugfix.gymnasium_env:BugFixGymnasiumEnv"),
+    text=words_to_text,
 )
 
 

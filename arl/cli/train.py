@@ -372,6 +372,18 @@ def add_pg_flags(g: argparse.ArgumentParser, keys_help: str) -> None:
     add_report_flags(g, "each step's scalars (those of metrics.jsonl)", "progress bar")
 
 
+def cmd_tool_model(args: argparse.Namespace) -> int:
+    """Build (once; cached) the offline tool-calling chat model and print its folder."""
+    from arl.progress import reporting
+    from arl.train.tool_model import ToolModelConfig, tool_model
+
+    config = ToolModelConfig(seed=args.seed)
+    with reporting(lambda text: print(f"arl: {text}", file=sys.stderr, flush=True)):
+        path = tool_model(config.quick() if args.quick else config, args.env)
+    print(path)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `train` to the `arl` parser."""
     p = sub.add_parser("train", help="train a policy")
@@ -404,4 +416,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a transformers teacher with the --model student's tokenizer",
     )
     d.set_defaults(func=cmd_distill)
+    t = ts.add_parser(
+        "tool-model",
+        help="an offline chat model that calls tools (Qwen2, format without skill); cached",
+        description="A Qwen2-architecture model about TinyAgent's size with Qwen2.5's template "
+        "and native tool calls, pretrained on the training listings, then SFT on blind and "
+        "read-then-guess play: the weak base's recipe on a chat model. Built once per seed and "
+        "cached beside the bases; prints its folder, for --model and TRL's from_pretrained.",
+    )
+    t.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="weights and data")
+    t.add_argument("--env", choices=NAMES, default="bugfix", help="the environment it plays")
+    t.add_argument("--quick", action="store_true", help="a tiny version of the recipe (tests)")
+    t.set_defaults(func=cmd_tool_model)
     recipes.register(ts)

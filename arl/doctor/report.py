@@ -13,7 +13,7 @@ from pathlib import Path
 
 from arl.doctor.report_run import render_run
 from arl.errors import ArlError
-from arl.runio import atomic_write_text, read_json
+from arl.runio import atomic_write_text, read_json, read_jsonl
 
 
 def final_results(path: Path) -> dict | None:
@@ -29,13 +29,23 @@ def final_results(path: Path) -> dict | None:
     return {k: v for k, v in data.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
+def episode_samples(path: Path) -> list[dict] | None:
+    """The episodes an arl PG run wrote as text (samples.jsonl), each with an integer step;
+    None when the run has none."""
+    if not (path / "samples.jsonl").is_file():
+        return None
+    rows = read_jsonl(path / "samples.jsonl")
+    return [r for r in rows if isinstance(r.get("step"), int) and not isinstance(r["step"], bool)]
+
+
 def run_report(path: Path) -> str:
     """Load a training run through the doctor (arl, TRL or verl) and render it."""
     from arl.doctor import diagnose, load_run, unchecked
 
     run = load_run(path)
     results = final_results(path) if path.is_dir() else None
-    return render_run(run, diagnose(run), unchecked(run), results)
+    samples = episode_samples(path) if path.is_dir() else None
+    return render_run(run, diagnose(run), unchecked(run), results, samples)
 
 
 def render(path: str | Path) -> str:

@@ -43,6 +43,12 @@ ul.diagnosis li { margin: 0 0 4px 0; }
 .kv { column-width: 330px; column-gap: 28px; font-size: 13px; }
 .kv div { break-inside: avoid; padding: 2px 0; border-bottom: 1px solid #eef0f2; }
 .kv .k { color: #4a5560; } .kv .v { font-family: "DejaVu Sans Mono", monospace; }
+.samples { display: grid; gap: 12px; grid-template-columns: repeat(auto-fill, minmax(420px, 1fr)); }
+.sample { border: 1px solid #d5dbe1; border-left: 4px solid #c0392b; padding: 6px 10px; }
+.sample.pass { border-left-color: #2e8b57; } .sample h4 { margin: 0 0 4px 0; font-size: 14px; }
+.sample pre { white-space: pre-wrap; word-break: break-word; font-size: 12px; margin: 4px 0;
+  max-height: 320px; overflow: auto; background: #f7f8f9; padding: 6px; }
+.sample .prompt { color: #4a5560; }
 """
 
 
@@ -168,4 +174,19 @@ def png_html(data: bytes, caption: str) -> str:
     return (
         f'<figure class="png"><img src="{uri}" alt="{esc(caption)}">'
         f"<figcaption>{esc(caption)}</figcaption></figure>"
+    )
+
+
+def sample_html(row: dict) -> str:
+    """One episode's text (a samples.jsonl row): how it ended, the prompt's tail, the rest."""
+    ok = row.get("pass")
+    verdict = "passed" if ok else "failed" if ok is not None else "not scored"
+    facts = [f"step {row.get('step')}", f"task {row.get('task')}", verdict]
+    facts += [f"{k} {row[k]}" for k in ("reward", "turns", "malformed") if row.get(k) is not None]
+    facts += [k for k in ("truncated", "hacked") if row.get(k)]
+    return (
+        f'<div class="sample{" pass" if ok else ""}" data-step="{esc(row.get("step"))}">'
+        f"<h4>{esc(' · '.join(map(str, facts)))}</h4>"
+        f'<pre class="prompt">{esc(row.get("prompt", ""))}</pre>'
+        f'<pre class="completion">{esc(row.get("completion", ""))}</pre></div>'
     )

@@ -15,6 +15,7 @@ from arl.doctor.report_html import (
     page,
     panel_html,
     reference_html,
+    sample_html,
     table_html,
 )
 from arl.doctor.report_panels import draw, finite, other_panels, present, x_label, x_unit
@@ -22,6 +23,7 @@ from arl.doctor.report_spec import PANELS, Panel, resolve
 from arl.doctor.types import Finding, Gap, Run
 
 SCHEDULE_KEYS = ("warmup_steps", "decay", "sft_warmup", "sft_decay")  # lr may not be constant
+SAMPLE_STEPS = 3  # the sampled steps a report shows: first, middle, last
 Beside = dict[str, list[tuple[Finding, str]]]  # panel key -> [(finding, its home panel's key)]
 
 
@@ -134,6 +136,39 @@ def missing_html(run: Run, missing: list[Panel], gaps: Sequence[Gap]) -> str:
     return "".join(out)
 
 
+def shown_steps(steps: Sequence[int], k: int = SAMPLE_STEPS) -> list[int]:
+    """Up to `k` of the sampled steps, spread from the first to the last."""
+    steps = sorted(set(steps))
+    if len(steps) <= k:
+        return steps
+    return sorted({steps[round(i * (len(steps) - 1) / (k - 1))] for i in range(k)})
+
+
+def samples_html(rows: Sequence[dict] | None, source: str = "arl") -> str:
+    """A few episodes as the policy played them (samples.jsonl), early to late; for a log
+    without them, what writes them."""
+    head = '<section id="samples"><h2>Episode samples</h2>'
+    if not rows:
+        return (
+            head + f"<p>This {esc(source)} log has no episode samples. arl's PG and distillation "
+            "runs (`arl train pg --set out=DIR`) write a passing and a failing episode of the "
+            "first, every evaluation and the last step to DIR/samples.jsonl.</p></section>"
+        )
+    steps = shown_steps([r["step"] for r in rows])
+    shown = [r for r in rows if r["step"] in steps]
+    lead = (
+        f"<p>{len(shown)} of {len(rows)} sampled episodes, steps {', '.join(map(str, steps))}: "
+        "the step's first passing and first failing episode, as the trainer saw them.</p>"
+    )
+    return (
+        head
+        + lead
+        + '<div class="samples">'
+        + "".join(map(sample_html, shown))
+        + "</div></section>"
+    )
+
+
 def tables_html(run: Run, fixed: dict[str, float], results: dict | None) -> list[str]:
     """The series that never changed, the final evaluation, names arl has none for."""
     out = []
@@ -153,9 +188,13 @@ def tables_html(run: Run, fixed: dict[str, float], results: dict | None) -> list
 
 
 def render_run(
-    run: Run, findings: Sequence[Finding], gaps: Sequence[Gap] = (), results: dict | None = None
+    run: Run,
+    findings: Sequence[Finding],
+    gaps: Sequence[Gap] = (),
+    results: dict | None = None,
+    samples: Sequence[dict] | None = None,
 ) -> str:
-    """The whole page of one training run."""
+    """The whole page of one training run (`samples`: samples.jsonl's rows, if any)."""
     series, lr_note = with_config_lr(run)
     run = Run(run.path, run.source, run.recipe, series, run.config, run.unmapped)
     panels = [resolve(p, run) for p in PANELS]
@@ -174,6 +213,7 @@ def render_run(
     ]
     body = [diagnosis_html(findings, beside, titles), "<h2>Standing panels</h2>"]
     body += panels_html(run, standing, beside, titles, lr_note)
+    body.append(samples_html(samples, run.source))
     if others:
         body.append("<h2>Other logged series</h2>")
         body += panels_html(run, others, beside, titles, "")

@@ -115,9 +115,11 @@ def build_tiny(
     layers: int = 2,
     style: str = "chatml",
     context: int | None = None,
+    hidden: int = 64,
 ) -> Path:
-    """Save a random `arch` model (hidden 64, `layers` layers, `context` positions: 1024, or
-    2048 for a native style) and its tokenizer of `style` (arl.hf.templates.STYLES) to `path`."""
+    """Save a random `arch` model (`hidden` wide, an MLP twice that, `layers` layers,
+    `context` positions: 1024, or 2048 for a native style) and its tokenizer of `style`
+    (arl.hf.templates.STYLES) to `path`."""
     import torch
 
     tf = require_transformers()
@@ -125,8 +127,8 @@ def build_tiny(
     tok = build_tokenizer(style=style)
     shape = dict(
         vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,

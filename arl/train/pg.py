@@ -37,6 +37,7 @@ from arl.losses import (
     token_logprobs,
 )
 from arl.model import TinyAgent
+from arl.rollout import renderer_of
 from arl.runio import claim_output_dir
 from arl.train import checkpoint, distill
 from arl.train.checkpoint import LoopState
@@ -60,11 +61,13 @@ from arl.train.pg_metrics import (
     rollout_metrics,
     update_metrics,
 )
+from arl.train.samples import sample_due, step_samples
 from arl.types import Trajectory
 
 # the only non-deterministic metrics (time/ref: with a KL reference)
 TIMING_KEYS = ("time/sample", "time/train", "time/step", "time/ref")
-OWNED = ("ckpt-*", "metrics.jsonl", "config.json", *SINK_OWNED)  # what a run writes in its folder
+# what a run writes in its folder
+OWNED = ("ckpt-*", "metrics.jsonl", "samples.jsonl", "config.json", *SINK_OWNED)
 Collate = Callable[[Sequence[Trajectory]], Batch]  # trajectories -> the batch the loss sees
 # (mask_bT, config, episodes in the step, action tokens in the step, microbatches) -> (b, T)
 TokenWeights = Callable[[torch.Tensor, PGConfig, int, float, int], torch.Tensor]
@@ -296,8 +299,9 @@ def update(run: StepContext, s: LoopState, scored: Scored, step: int) -> dict[st
     return update_metrics(stats, norms, config.minibatches, LOSSES[config.loss]) | {"lr": lr}
 
 
-def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
-    """Draw (and describe what was drawn), score and update once; the step's metrics record."""
+def pg_step(run: StepContext, s: LoopState, step: int) -> tuple[dict, list[Trajectory]]:
+    """Draw (and describe what was drawn), score and update once; the step's metrics record,
+    and the episodes it trained on."""
     model, config = run.model, run.config
     t0 = time.perf_counter()
     drawn = run.rollouts.draw(model, s, step)
@@ -313,7 +317,7 @@ def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
         s.ref.load_state_dict(model.state_dict())
     t2 = time.perf_counter()
     signal_N = scored.adv.abs().reshape(len(drawn.groups), -1).amax(1)  # (N,) largest |A|
-    return {
+    record = {
         "step": step,
         **described,
         "entropy": u.pop("entropy"),
@@ -330,6 +334,7 @@ def pg_step(run: StepContext, s: LoopState, step: int) -> dict:
         "time/train": t2 - t1,
         "time/step": t2 - t0,
     }
+    return record, drawn.episodes
 
 
 # --- the run: set up, the loop, close -----------------------------------------------------------
@@ -407,6 +412,7 @@ def train_pg(
         if on_start is not None:
             on_start()
         log = RunLog(out, config, s.step, steps, sink)
+        renderer = renderer_of(model, environment=get_environment(config.env.name))
         run = StepContext(
             model=model,
             config=config,
@@ -420,8 +426,10 @@ def train_pg(
             for step in range(s.step + 1 if s.step else 0, steps + 1):  # step 0: the start
                 if step:  # draw, score, update; log
                     s.step = step
-                    record = pg_step(run, s, step)
+                    record, episodes = pg_step(run, s, step)
                     log(record)
+                    if out is not None and sample_due(step, config.eval_every, steps):
+                        log.samples(step_samples(step, episodes, renderer))
                     if progress is not None:
                         progress(record)
                 eval_due = hook_due(step, config.eval_every, steps)  # evaluate

@@ -20,6 +20,7 @@ from arl.model import TinyAgent
 from arl.runio import append_jsonl, atomic_write_json, atomic_write_text, dumps_finite, read_jsonl
 from arl.train.pg_config import PGConfig
 from arl.train.pg_losses import PGLoss
+from arl.train.samples import sample_due
 from arl.types import Trajectory
 
 REF_KEYS = ("kl/ref_k3", "kl/ref_absq99")
@@ -179,14 +180,25 @@ def kept_metrics(path: Path, start: int, config: PGConfig, steps: int) -> list[d
     return [r for r in rows if r["step"] < start or "reward" in r or regular or start == steps]
 
 
+def kept_samples(path: Path, start: int, config: PGConfig, steps: int) -> list[dict]:
+    """The samples.jsonl rows a resume from step `start` keeps: those an uninterrupted run
+    wrote too (a sample at `start` only because it was the old last step is dropped)."""
+    if not start or not path.exists():
+        return []
+    rows = [r for r in read_jsonl(path) if isinstance(r.get("step"), int)]
+    again = sample_due(start, config.eval_every, steps)
+    return [r for r in rows if r["step"] < start or (r["step"] == start and again)]
+
+
 class RunLog:
     """Each record to the history, out/metrics.jsonl (after the rows a resume keeps) and the
-    sink; out/config.json says what the run used."""
+    sink; out/config.json says what the run used; `samples` adds episodes' text to
+    out/samples.jsonl."""
 
     def __init__(self, out: Path | None, config: PGConfig, start: int, steps: int, sink=None):
         self.history: list[dict] = []
         self.sink: Sink | None = sink
-        self.file = None
+        self.file = self.samples_file = None
         if out is not None:
             path = out / "metrics.jsonl"
             keep = kept_metrics(path, start, config, steps)  # read (and checked) before any write
@@ -196,6 +208,10 @@ class RunLog:
             atomic_write_json(out / "config.json", asdict(config) | record(config.env))
             atomic_write_text(path, "".join(dumps_finite(r) + "\n" for r in keep))
             self.file = path.open("a", encoding="utf-8")
+            shown = out / "samples.jsonl"
+            kept = kept_samples(shown, start, config, steps)
+            atomic_write_text(shown, "".join(dumps_finite(r) + "\n" for r in kept))
+            self.samples_file = shown.open("a", encoding="utf-8")
 
     def __call__(self, record: dict) -> None:
         self.history.append(record)
@@ -204,6 +220,13 @@ class RunLog:
         if self.sink is not None:
             self.sink.log(record["step"], scalars(record))
 
+    def samples(self, rows: Sequence[dict]) -> None:
+        """Episodes as text (arl.train.samples) to out/samples.jsonl; nothing without `out`."""
+        if self.samples_file is not None:
+            for row in rows:
+                append_jsonl(self.samples_file, row)
+
     def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
+        for f in (self.file, self.samples_file):
+            if f is not None:
+                f.close()
