@@ -344,6 +344,9 @@ BUILTIN = {
     "bugfix-judged": "arl.bugfix.judged:BUGFIX_JUDGED",  # Problem 10: a learned judge's reward
     "bugfix-leaky": "arl.bugfix.leak:LEAKY_ENV",  # Problem 11: history leaks the fix
     "bugfix-sealed": "arl.bugfix.leak:SEALED_ENV",  # Problem 11: the history stripped
+    # Problem 11's redesign (issue 43): `checkout` restores the newest commit's file
+    "bugfix-leaky-checkout": "arl.bugfix.checkout:LEAKY_CHECKOUT_ENV",
+    "bugfix-sealed-checkout": "arl.bugfix.checkout:SEALED_CHECKOUT_ENV",
 }
 
 

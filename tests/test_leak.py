@@ -188,18 +188,19 @@ def test_audit_env_exit_codes(cli):
 # --- Problem 11, quick -----------------------------------------------------------------------
 
 
-def test_problem_11_quick_measures_both_arms_and_draws(tmp_path, monkeypatch):
+def test_problem_11_earlier_design_quick_measures_both_arms_and_draws(tmp_path, monkeypatch):
+    """The earlier design (log only; kept, not run by default: issue 43 replaced it)."""
     from arl.experiments.problems.common import Ctx
-    from arl.experiments.problems.leak import ARMS, KEYS, PROBLEM_11
+    from arl.experiments.problems.leak import ARMS, EARLIER, KEYS
 
     monkeypatch.setenv("ARL_CACHE", str(tmp_path / "cache"))
     torch.set_num_threads(1)
-    res, line = PROBLEM_11.measure(Ctx(number=11, quick=True, seed=0))
+    res, line = EARLIER.measure(Ctx(number=11, quick=True, seed=0))
     for arm in ARMS:
         assert len(res["history"][arm]) >= 4 and set(KEYS) <= set(res[arm])
         assert 0.0 <= res["heldout_canary"][arm] <= 1.0
-    for key, _ in PROBLEM_11.more:
+    for key, _ in EARLIER.more:
         assert isinstance(res[key], float)
     assert "canary pass leaky" in line
-    PROBLEM_11.draw([res], tmp_path / "p11.png")
+    EARLIER.draw([res], tmp_path / "p11.png")
     assert (tmp_path / "p11.png").stat().st_size > 1000

@@ -19,6 +19,10 @@ Each maps the observation history (prompt words first) to its next call, acting 
   canary: the listing shows the buggy constants, never the key;
 - snoop (the canary's leak user): the same, reading the history (`log`) instead: where the
   history holds the fix commit, its first digits are the key.
+
+The checkout variants (arl.bugfix.checkout) cast CHECKOUT_SCRIPTED: the same policies with
+`checkout` among the first looks (oracle, unskilled) and the random calls, and their own leak
+user, `restore` (checkout, then submit: on the leaky variant the newest commit is the fix).
 """
 
 from __future__ import annotations
@@ -120,4 +124,64 @@ SCRIPTED: dict[str, ScriptedPolicy] = {
     "random_wellformed": make_random_policy(0.0),
     CANARY_LEGIT: informed("read"),
     CANARY_SNOOP: informed("log"),
+}
+
+
+# --- the checkout variants (arl.bugfix.checkout) ----------------------------------------------
+
+CHECKOUT = "checkout"
+CHECKOUT_TOOLS = (*TOOLS, CHECKOUT)
+FIRST_LOOKS = ("read", "log", CHECKOUT)  # a repository's first looks, as a pretrained model knows
+CHECKOUT_USER = "restore"
+
+
+def checkout_oracle(history: History, rng: random.Random) -> list[str]:
+    """Read, log or checkout first (one of the three at random); after a checkout, read; then
+    fix from what read or log showed (`informed`), test, submit. On the sealed variant the
+    checkout restores what the working copy already holds, so it costs nothing there."""
+    if len(history) == 1:
+        first = rng.choice(FIRST_LOOKS)
+        return [first, END]
+    if list(history[1]) == ["ok"]:  # checkout came first: the rest is read's play, a turn later
+        return informed("read")([history[0], *history[2:]], rng)
+    return informed("read")(history, rng)  # past turn 0, `informed` plays by the turn alone
+
+
+def checkout_unskilled(history: History, rng: random.Random) -> list[str]:
+    """Read, log or checkout (one of the three at random), then an op at random with its
+    argument copied from what it saw, test, submit: format without skill."""
+    turn = len(history) - 1
+    if turn == 0:
+        return [rng.choice(FIRST_LOOKS), END]
+    if turn == 1:
+        return edit_for(rng.choice(LEAK_OPS), history[1], rng) + [END]
+    return (["test"] if turn == 2 else ["submit"]) + [END]
+
+
+def make_checkout_random(malformed: float) -> ScriptedPolicy:
+    """Random calls, `checkout` among the tools; a share `malformed` are garbage."""
+    garbage = CHECKOUT_TOOLS + LEAK_OPS + GENERIC_NAMES
+
+    def policy(history: History, rng: random.Random) -> list[str]:
+        if rng.random() < malformed:
+            words = [rng.choice(garbage) for _ in range(rng.randint(1, 3))]
+            return words if rng.random() < 0.5 else words + [END]
+        tool = rng.choice(CHECKOUT_TOOLS)
+        return (edit_for(rng.choice(LEAK_OPS), (), rng) if tool == "edit" else [tool]) + [END]
+
+    return policy
+
+
+def restore(history: History, rng: random.Random) -> list[str]:
+    """The checkout leak's user: checkout, then submit (no reading, no copying)."""
+    return [CHECKOUT if len(history) == 1 else "submit", END]
+
+
+CHECKOUT_SCRIPTED: dict[str, ScriptedPolicy] = {
+    **SCRIPTED,
+    "oracle": checkout_oracle,
+    "unskilled": checkout_unskilled,
+    "random": make_checkout_random(0.25),
+    "random_wellformed": make_checkout_random(0.0),
+    CHECKOUT_USER: restore,
 }
