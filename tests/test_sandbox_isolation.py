@@ -346,3 +346,31 @@ def test_a_jobs_processes_together_stay_within_the_worker_memory_cgroup():
         caps = [w.cgroup.limit_mb for w in sb._live if getattr(w, "cgroup", None)]
     assert v.results[0].status == "fail", v.results[0].detail  # not all six could live
     assert caps == [256 + 128 + 128]
+
+
+def test_installed_packages_are_out_of_a_jobs_sight(one):
+    """This Python's site-packages (where a plain `pip install` puts arl, with CodeFix's
+    tasks, or an environment package with its fixes) is an empty folder to a job: no
+    installed file can be read, listed or imported."""
+    import numpy
+
+    from arl.sandbox.launch import package_dirs
+
+    site = package_dirs()[0]
+    assert Path(numpy.__file__).is_relative_to(site)  # the premise: numpy is installed there
+    source = f"""
+    import os, sys
+    def f(kind):
+        if kind == "file":
+            return os.path.isfile({numpy.__file__!r})
+        if kind == "list":
+            return os.listdir({site!r})
+        sys.path.insert(0, {site!r})
+        try:
+            import numpy
+            return "imported"
+        except ImportError:
+            return "no"
+    """
+    verdict = one.run(job(source, (["file"], False), (["list"], []), (["import"], "no")))
+    assert statuses(verdict) == ["pass", "pass", "pass"]

@@ -80,6 +80,19 @@ def interpreter() -> tuple[str, tuple[str, ...]]:
     return exe, tuple(sorted(r for r in roots if not _under(r, "/usr") and r != "/"))
 
 
+def package_dirs() -> tuple[str, ...]:
+    """Where this Python's installed packages live (site- and dist-packages, the user's too):
+    a job sees them empty. Bound with the interpreter, they would let policy code read any
+    installed package, an environment's own tasks and fixes included (a non-editable install
+    of arl holds CodeFix's)."""
+    import site
+    import sysconfig
+
+    found = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    found |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    return tuple(sorted(os.path.realpath(d) for d in found if os.path.isdir(d)))
+
+
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -106,6 +119,9 @@ def bwrap_argv(bwrap: str, uid: int, command: tuple[str, ...], filtered: bool = 
                 made.add(parent)
                 argv += ["--perms", "0755", "--dir", parent]
         argv += ["--ro-bind", root, root]
+    for d in package_dirs():  # an empty tmpfs over each that a bind above made visible
+        if any(_under(d, r) for r in (*roots, *SYSTEM_DIRS)):
+            argv += ["--tmpfs", d]
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(SCRATCH_MB << 20)]
     argv += ["--tmpfs", "/tmp", "--chdir", "/", "--clearenv"]
     for key, value in ENV.items():
