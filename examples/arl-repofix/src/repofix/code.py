@@ -39,9 +39,7 @@ def words(line: str) -> list[str]:
 
 def _callable(prev: str) -> bool:
     """Whether `(` or `[` after `prev` is a call or subscript (no space), not a grouping."""
-    return prev in CLOSERS or (
-        (prev[0].isalpha() or prev[0] == "_") and prev not in KEYWORDS
-    )
+    return prev in CLOSERS or ((prev[0].isalpha() or prev[0] == "_") and prev not in KEYWORDS)
 
 
 def line_of(tokens: Sequence[str]) -> str:

@@ -210,7 +210,9 @@ def locate(files: Mapping[str, str], function: str, correct: str) -> tuple[str, 
 
 def make_task(index: int, function: str, family: str, correct: str, buggy: str) -> RepoTask:
     """The task of one bug: the buggy repository, its tests, and where the bug is."""
-    repo = next(r for r, files in REPOS.items() if any(f"def {function}(" in t for t in files.values()))
+    repo = next(
+        r for r, files in REPOS.items() if any(f"def {function}(" in t for t in files.values())
+    )
     name = f"{function}_{family}"
     good_files = REPOS[repo]
     path, line = locate(good_files, function, correct)
@@ -220,8 +222,12 @@ def make_task(index: int, function: str, family: str, correct: str, buggy: str) 
     good, bad = load(good_files), load(bad_files)
     module = module_of(path)
     public_args, hidden_args = target_cases(name, module, function, good, bad)
-    public = [case(f"test_{function}_{k}", module, function, a, good) for k, a in enumerate(public_args)]
-    hidden = [case(f"hidden_{function}_{k}", module, function, a, good) for k, a in enumerate(hidden_args)]
+    public = [
+        case(f"test_{function}_{k}", module, function, a, good) for k, a in enumerate(public_args)
+    ]
+    hidden = [
+        case(f"hidden_{function}_{k}", module, function, a, good) for k, a in enumerate(hidden_args)
+    ]
     for mod, fn in functions(good_files):  # every other function: one public and one hidden case
         if fn == function:
             continue

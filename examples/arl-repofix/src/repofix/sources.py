@@ -256,10 +256,19 @@ BUGS: dict[tuple[str, str], tuple[str, str]] = {
         "return [k for k in range(len(levels)) if levels[k] <= limit]",
         "return [k for k in range(len(levels)) if levels[k] < limit]",
     ),
-    ("count_between", "andor"): ("if level >= lo and level <= hi:", "if level >= lo or level <= hi:"),
+    ("count_between", "andor"): (
+        "if level >= lo and level <= hi:",
+        "if level >= lo or level <= hi:",
+    ),
     ("count_between", "init"): ("count = 0", "count = 1"),
-    ("shortfall", "minmax"): ("missing += max(target - level, 0)", "missing += min(target - level, 0)"),
-    ("shortfall", "arith"): ("missing += max(target - level, 0)", "missing -= max(target - level, 0)"),
+    ("shortfall", "minmax"): (
+        "missing += max(target - level, 0)",
+        "missing += min(target - level, 0)",
+    ),
+    ("shortfall", "arith"): (
+        "missing += max(target - level, 0)",
+        "missing -= max(target - level, 0)",
+    ),
     ("average_price", "init"): ("total = 0", "total = 1"),
     ("average_price", "arith"): ("total += item['price']", "total -= item['price']"),
     ("count_long", "compare"): ("if len(word) >= n:", "if len(word) > n:"),
