@@ -1,12 +1,12 @@
 """Where RepoFix runs a repository's code: always in arl's sandbox (arl.sandbox), never here.
 
-A test run is one sandbox job: the repository's modules as the job's files, beside a fixed
-driver (solution.py) whose `call(module, function, args)` imports the module and calls the
-function; each test is one case, its expected value kept here (the sandbox compares nothing
-and never holds one). `test` runs the public cases; `submit` grades the final repository on
-the public and hidden ones in a fresh job. One warm pool per process and a cache of verdicts
-by (files, cases), as CodeFix's grader (arl/codefix/grade.py) keeps them; written again here
-because an environment's package never imports another's.
+A test run is one sandbox job: the repository's modules as the job's files, beside a driver
+(solution.py) that imports them all, as a test file would, and whose `call(module, function,
+args)` calls one function; each test is one case, its expected value kept here (the sandbox
+compares nothing and never holds one). `test` runs the public cases; `submit` grades the final
+repository on the public and hidden ones in a fresh job. One warm pool per process and a cache
+of verdicts by (files, cases), as CodeFix's grader (arl/codefix/grade.py) keeps them; written
+again here because an environment's package never imports another's.
 
 The sandbox binds /usr and this Python's prefix read-only: an environment package installed
 there (a plain `pip install`) would put its tasks' fixes where policy code can read and import
@@ -36,10 +36,13 @@ from arl.sandbox import (
 )
 from arl.sandbox.launch import SYSTEM_DIRS, interpreter
 from repofix.repos import Case as TestCase
-from repofix.repos import code_files
+from repofix.repos import code_files, module_of
 
 DRIVER = """\
 import importlib
+
+for name in MODULES:  # as a test file's imports: a module that does not import fails them all
+    importlib.import_module(name)
 
 
 def call(module, function, args):
@@ -124,6 +127,13 @@ def cases_of(tests: Sequence[TestCase]) -> tuple[Case, ...]:
     return tuple(Case(t.name, (t.module, t.function, list(t.args)), t.expected) for t in tests)
 
 
+def driver(files: Mapping[str, str]) -> str:
+    """solution.py: imports every module of the repository, then calls one function per case
+    (so code that ends the process on import is the sandbox's `exit_at_import`)."""
+    modules = sorted(module_of(p) for p in code_files(files))
+    return f"MODULES = {tuple(modules)!r}\n" + DRIVER
+
+
 def job_files(files: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The repository's modules as a job's files (its tests are not needed: cases are)."""
     return tuple(sorted(code_files(files).items()))
@@ -141,7 +151,7 @@ def run(files: Mapping[str, str], tests: Sequence[TestCase], kind: str) -> Verdi
         _cache.move_to_end(key)
         return hit
     try:
-        job = Job(DRIVER, FUNCTION, cases, LIMITS, modules)
+        job = Job(driver(files), FUNCTION, cases, LIMITS, modules)
     except ArlError as e:  # e.g. a lone surrogate no file can hold: every test fails, unrun
         return Verdict(tuple(CaseResult(c.name, "fail", f"not run: {e}") for c in cases))
     verdict = pool(kind).run(job)
