@@ -348,16 +348,6 @@ def python(env, code):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("fourth_env_install")
-def test_installed_arl_check_env_passes(installed):
-    env, _ = installed
-    out = arl_cli(env, "check", "env", "repofix")
-    assert out.returncode == 0, out.stdout + out.stderr
-    lines = out.stdout.splitlines()
-    assert len(lines) == 10 and all(ln.startswith("ok") for ln in lines), out.stdout
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("fourth_env_install")
 def test_installed_it_evaluates_and_plays_through_gymnasium_and_trl(installed):
     """arl's evaluation of the roles, the CLI's --env choices, gymnasium.make, and TRL's
     generated tool class (schemas equal to the declaration; the oracle's calls through its
@@ -402,29 +392,55 @@ print(json.dumps({"rates": rates, "envs": envs, "obs": obs, "gym": [s[:4] for s 
     assert got["said"][2] == "ok" and got["reward"] == 1.0
 
 
+CLI = """
+import contextlib, io, json, sys
+from arl.cli.main import main
+codes = []
+for argv in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            code = main(argv)
+        except SystemExit as e:
+            code = e.code
+    codes.append([code, out.getvalue()])
+print(json.dumps(codes))
+"""
+
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("fourth_env_install")
-def test_installed_it_trains_sft_pg_and_distill_and_exports(installed, tmp_path):
+def test_installed_arl_checks_trains_sft_pg_and_distill_and_exports_it(installed, tmp_path):
+    """`arl check env repofix` (every check passes), `arl train sft|pg|distill` (a step
+    each), `arl export hf` and `arl export trajectories`: arl's own CLI entry (main), in one
+    fresh interpreter, so that torch is imported once."""
     env, _ = installed
-    tiny = ["--init", "untrained", "--quiet"]
-    out = arl_cli(env, "train", "sft", "--env", "repofix", "--steps", "1", "--batch-size", "2",
-                  "--eval-samples", "1", "--out", str(tmp_path / "sft"), *tiny)  # fmt: skip
-    assert out.returncode == 0, out.stdout + out.stderr
-    results = json.loads((tmp_path / "sft" / "results.json").read_text())
-    assert results["env"] == "repofix" and results["sandbox"] == "bwrap"
-    pg = ["--set", "steps=1", "--set", "tasks_per_step=2", "--set", "group_size=2"]
-    out = arl_cli(
-        env, "train", "pg", "--env", "repofix", *tiny, *pg, "--set", f"out={tmp_path / 'pg'}"
+    tiny, pg = ["--init", "untrained", "--quiet"], ["--set", "steps=1", "--set", "tasks_per_step=2"]
+    pg += ["--set", "group_size=2"]
+    sft, teacher = tmp_path / "sft", str(tmp_path / "sft" / "final")
+    runs = [
+        ["check", "env", "repofix"],
+        ["train", "sft", "--env", "repofix", "--steps", "1", "--batch-size", "2",
+         "--eval-samples", "1", "--out", str(sft), *tiny],
+        ["train", "pg", "--env", "repofix", *tiny, *pg, "--set", f"out={tmp_path / 'pg'}"],
+        ["train", "distill", "--env", "repofix", "--teacher", teacher, *tiny, *pg,
+         "--set", f"out={tmp_path / 'distill'}"],
+        ["export", "hf", "--env", "repofix", str(tmp_path / "pg" / "ckpt-000001"),
+         str(tmp_path / "hf")],
+        ["export", "trajectories", "--env", "repofix", "--policy", "oracle", "--samples", "1",
+         str(tmp_path / "oracle.parquet")],
+    ]  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", CLI, json.dumps(runs)], env=env, capture_output=True, text=True
     )
-    assert out.returncode == 0, out.stdout + out.stderr
-    teacher = str(tmp_path / "sft" / "final")
-    out = arl_cli(env, "train", "distill", "--env", "repofix", "--teacher", teacher, *tiny, *pg,
-                  "--set", f"out={tmp_path / 'distill'}")  # fmt: skip
-    assert out.returncode == 0, out.stdout + out.stderr
-    ckpt = next((tmp_path / "pg").glob("ckpt-*"))
-    out = arl_cli(env, "export", "hf", "--env", "repofix", str(ckpt), str(tmp_path / "hf"))
-    assert out.returncode == 0 and (tmp_path / "hf" / "model.safetensors").exists(), out.stderr
-    traj = tmp_path / "oracle.parquet"
-    out = arl_cli(env, "export", "trajectories", "--env", "repofix", "--policy", "oracle",
-                  "--samples", "1", str(traj))  # fmt: skip
-    assert out.returncode == 0 and "24 episodes (24 passed)" in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 0, out.stderr
+    codes = json.loads(out.stdout.splitlines()[-1])
+    assert [c for c, _ in codes] == [0] * len(runs), (codes, out.stderr)
+    checks = codes[0][1].splitlines()
+    assert len(checks) == 10 and all(ln.startswith("ok") for ln in checks), codes[0][1]
+    results = json.loads((sft / "results.json").read_text())
+    assert results["env"] == "repofix" and results["sandbox"] == "bwrap"
+    for run in ("pg", "distill"):
+        assert (tmp_path / run / "ckpt-000001").is_dir(), run
+    assert (tmp_path / "hf" / "model.safetensors").exists()
+    assert "24 episodes (24 passed)" in codes[5][1], codes[5][1]
