@@ -192,6 +192,41 @@ def test_the_tests_are_read_only_and_the_hidden_ones_are_nowhere_a_tool_reaches(
         assert all("hidden" not in text for _, text in t.files)
 
 
+class ShowsHiddenTests(REPOFIX.env_type):
+    """A leak put in on purpose: `test` runs the hidden tests too, and prints each one's call
+    as a test log does."""
+
+    def answer(self, call):
+        if getattr(call, "tool", None) == "test":
+            obs, done = super().answer(call)
+            log = [f"{c.name}({', '.join(repr(a) for a in c.args)})" for c in self.task.hidden]
+            return type(obs)(obs.words, obs.text + "\n" + "\n".join(log)), done
+        return super().answer(call)
+
+
+LEAKY = dataclasses.replace(
+    REPOFIX, name="repofix-leaky", env_type=ShowsHiddenTests, gymnasium=None
+)
+
+
+def test_the_leak_audit_reads_repofix_and_finds_a_leak_put_in(monkeypatch):
+    """`arl audit env` on RepoFix (its episodes carry what the audit reads: env.instance and
+    env.source, the whole repository, and task.public and task.hidden): clean; with `test`
+    printing the hidden tests' calls, it finds them."""
+    from arl.eval.audit import audit
+
+    registry = {
+        **arl.env.REGISTRY,
+        "repofix": "repofix.environment:REPOFIX",
+        "repofix-leaky": f"{__name__}:LEAKY",
+    }
+    monkeypatch.setattr(arl.env, "REGISTRY", registry)
+    clean = audit("repofix", seeds=1, tasks=4)
+    assert not clean["leak_found"] and {"ls", "test"} <= set(clean["tools"])
+    leaky = audit("repofix-leaky", seeds=1, tasks=4)
+    assert leaky["leak_found"] and leaky["policies"]["oracle"]["leaking"] > 0
+
+
 @pytest.mark.parametrize(
     "call",
     [
@@ -412,8 +447,8 @@ print(json.dumps(codes))
 @pytest.mark.xdist_group("fourth_env_install")
 def test_installed_arl_checks_trains_sft_pg_and_distill_and_exports_it(installed, tmp_path):
     """`arl check env repofix` (every check passes), `arl train sft|pg|distill` (a step
-    each), `arl export hf` and `arl export trajectories`: arl's own CLI entry (main), in one
-    fresh interpreter, so that torch is imported once."""
+    each), `arl export hf`, `arl export trajectories` and `arl audit env` (clean): arl's own
+    CLI entry (main), in one fresh interpreter, so that torch is imported once."""
     env, _ = installed
     tiny, pg = ["--init", "untrained", "--quiet"], ["--set", "steps=1", "--set", "tasks_per_step=2"]
     pg += ["--set", "group_size=2"]
@@ -429,6 +464,7 @@ def test_installed_arl_checks_trains_sft_pg_and_distill_and_exports_it(installed
          str(tmp_path / "hf")],
         ["export", "trajectories", "--env", "repofix", "--policy", "oracle", "--samples", "1",
          str(tmp_path / "oracle.parquet")],
+        ["audit", "env", "repofix", "--json"],
     ]  # fmt: skip
     out = subprocess.run(
         [sys.executable, "-c", CLI, json.dumps(runs)], env=env, capture_output=True, text=True
@@ -444,3 +480,5 @@ def test_installed_arl_checks_trains_sft_pg_and_distill_and_exports_it(installed
         assert (tmp_path / run / "ckpt-000001").is_dir(), run
     assert (tmp_path / "hf" / "model.safetensors").exists()
     assert "24 episodes (24 passed)" in codes[5][1], codes[5][1]
+    report = json.loads(codes[6][1])
+    assert not report["leak_found"] and report["leaking_answers"] == 0

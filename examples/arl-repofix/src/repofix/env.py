@@ -83,14 +83,18 @@ class RepoFixEnv(TurnLoop):
         self.files: dict[str, str] = task.repository()
         self.done = True
         # what `arl audit env` reads of an episode (arl/eval/audit.py), though the protocol
-        # does not declare it: the file with the bug, buggy and fixed
-        fixed = task.fixed()[task.path]
-        self.instance = SimpleNamespace(buggy_source=self.files[task.path], correct_source=fixed)
+        # does not declare it: the source, buggy and fixed. Here the source is the whole
+        # repository: a line the fix shares with another file (`total = 0`) is no secret,
+        # since the repository shows it to any reader
+        self.instance = SimpleNamespace(
+            buggy_source=repository_text(task.repository()),
+            correct_source=repository_text(task.fixed()),
+        )
 
     @property
     def source(self) -> str:
-        """The file that holds the bug, as it is now (what `arl audit env` compares)."""
-        return self.files[self.task.path]
+        """The repository as it is now, one text (what `arl audit env` compares answers with)."""
+        return repository_text(self.files)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -177,7 +181,7 @@ class RepoFixEnv(TurnLoop):
         ok = [r.status == "pass" for r in verdict.results]
         pub, hid = ok[:n], ok[n:]
         infra = verdict.infra_error is not None
-        hacked = hardcoded(self.source) or bool(self.flags & set(HACK_FLAGS))
+        hacked = hardcoded(self.files[self.task.path]) or bool(self.flags & set(HACK_FLAGS))
         scored = (submitted or self.config.truncation == "score") and not infra
         return RepoFixOutcome(
             **self.shared(submitted, scored, hid, pub, hacked, infra),
@@ -191,6 +195,11 @@ class RepoFixEnv(TurnLoop):
             flags=tuple(sorted(self.flags)),
             sandbox=self.kind,
         )
+
+
+def repository_text(files: dict[str, str]) -> str:
+    """Every file, each after a `# PATH` line: the repository as one text."""
+    return "\n".join(f"# {path}\n{text}" for path, text in files.items())
 
 
 def grep(files: dict[str, str], pattern: str) -> Observation:
