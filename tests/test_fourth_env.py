@@ -348,6 +348,10 @@ def test_the_package_refuses_to_run_where_the_sandbox_would_show_it():
     """The sandbox binds this Python's prefix read-only: a plain `pip install` would put the
     tasks' fixes where policy code can import them. Installed (or imported) elsewhere it runs;
     under a root the sandbox binds, it refuses in one line."""
+    import numpy  # installed in this Python's prefix: policy code reaches it
+
+    answer, _ = inject(f"return __import__('os').path.isfile({numpy.__file__!r})")
+    assert "test_total_value_0: fail (got true)" in answer, answer
     grade.check_location()  # the source folder: not bound
     assert grade.visible_in_sandbox(sys.base_prefix + "/lib/site-packages/repofix")
     with pytest.raises(ArlError, match="pip install -e"):
@@ -384,9 +388,9 @@ def python(env, code):
 @pytest.mark.slow
 @pytest.mark.xdist_group("fourth_env_install")
 def test_installed_it_evaluates_and_plays_through_gymnasium_and_trl(installed):
-    """arl's evaluation of the roles, the CLI's --env choices, gymnasium.make, and TRL's
+    """arl's evaluation of the roles, the CLI's --env choices, gymnasium.make, TRL's
     generated tool class (schemas equal to the declaration; the oracle's calls through its
-    methods earn reward 1)."""
+    methods earn reward 1), verl's rows and the native tool table (the declaration's)."""
     env, _ = installed
     code = """
 import json, gymnasium
@@ -412,8 +416,14 @@ tools.reset("total_value_init")
 said = [tools.grep(pattern="def total_value"), tools.read(file="inventory/items.py"),
         tools.replace(file="inventory/items.py", line="6", text="total = 0"), tools.test(),
         tools.submit()]
+from arl.bridges.verl import verl_rows
+from arl.hf.toolcalls import toolset
+declared = [t.schema() for t in repofix.tools.tools]
+verl = [json.loads(r["extra_info"]["tools"]) == declared for r in verl_rows("repofix")]
+native = [t.schema() for t in toolset("repofix").tools] == declared
 print(json.dumps({"rates": rates, "envs": envs, "obs": obs, "gym": [s[:4] for s in steps],
-                  "cls": cls.__name__, "same": same, "said": said, "reward": tools.get_reward()}))
+                  "cls": cls.__name__, "same": same, "said": said, "reward": tools.get_reward(),
+                  "verl": verl, "native": native}))
 """
     out = python(env, code)
     assert out.returncode == 0, out.stderr
@@ -425,6 +435,7 @@ print(json.dumps({"rates": rates, "envs": envs, "obs": obs, "gym": [s[:4] for s 
     assert got["gym"][2][0].startswith("passed 13 of 13") and got["gym"][3][1:3] == [1.0, True]
     assert got["cls"] == "RepoFixTools" and got["same"]
     assert got["said"][2] == "ok" and got["reward"] == 1.0
+    assert len(got["verl"]) == 24 and all(got["verl"]) and got["native"]
 
 
 CLI = """
