@@ -39,7 +39,9 @@ try:
 finally:
     sys.path.remove(str(PACKAGE / "src"))
 
-pytestmark = pytest.mark.skipif(sandbox_available() is not None, reason="needs bubblewrap")
+pytestmark = pytest.mark.skipif(
+    sandbox_available() is not None, reason=f"no sandbox here: {sandbox_available()}"
+)
 TASKS = all_tasks()
 TASK = get_task("total_value_init")  # inventory/items.py line 6: `total = 1` for `total = 0`
 
@@ -356,6 +358,20 @@ def test_the_package_refuses_to_run_where_the_sandbox_would_show_it():
     assert grade.visible_in_sandbox(sys.base_prefix + "/lib/site-packages/repofix")
     with pytest.raises(ArlError, match="pip install -e"):
         grade.check_location(roots=[str(PACKAGE)])
+
+
+def test_without_bubblewrap_it_refuses_unless_allowed_and_then_says_so(monkeypatch, capsys):
+    """No silent downgrade: without a sandbox an episode is refused in one line; with
+    allow_unsandboxed it runs, warns on stderr, and records sandbox: none."""
+    from arl.sandbox import SandboxUnavailable
+
+    monkeypatch.setattr(grade, "sandbox_available", lambda: "bubblewrap (bwrap) not found: x")
+    monkeypatch.setattr(grade, "_warned", [])
+    with pytest.raises(SandboxUnavailable, match="RepoFix runs policy code only in a sandbox"):
+        REPOFIX.make(TASK)
+    allowed = dataclasses.replace(REPOFIX.default_config(), allow_unsandboxed=True)
+    assert REPOFIX.make(TASK, allowed).kind == "none" and allowed.record() == {"sandbox": "none"}
+    assert "WITHOUT a sandbox" in capsys.readouterr().err
 
 
 # --- installed: the package as a user installs it, in fresh interpreters ---------------------
