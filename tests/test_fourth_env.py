@@ -86,10 +86,12 @@ def test_the_tasks_import_nothing_of_arl():
 
 
 def test_every_task_is_a_multi_file_repository_whose_bug_the_tests_catch_in_the_sandbox():
-    """36 tasks (24 train, 12 held out), three repositories of 3-6 modules; in the sandbox,
+    """40 tasks (27 train, 13 held out), three repositories of 3-6 modules; in the sandbox,
     the fixed repository passes every test and the buggy one fails a public and a hidden one.
-    The bug is in the named function, in one module, and the issue does not name its file."""
-    assert len(TASKS) == 36 and [t.split for t in TASKS].count("heldout") == 12
+    The bug is in the named function or, in 4 tasks, in a function it calls; the issue names
+    neither file."""
+    assert len(TASKS) == 40 and [t.split for t in TASKS].count("heldout") == 13
+    assert sum(t.holder != t.function for t in TASKS) == 4
     assert len({t.repo for t in TASKS}) == 3 and len({t.family for t in TASKS}) == 6
     for t in TASKS:
         modules = code_files(t.repository())
@@ -122,7 +124,7 @@ def test_every_line_reads_back_from_its_words():
 
 def test_repofix_passes_every_check_of_the_protocol():
     by = {f.check: f.detail for f in assert_env(REPOFIX, seeds=(0,))}
-    assert by["oracle"] == "solved 36 of 36"
+    assert by["oracle"] == "solved 40 of 40"
     assert by["tools"].startswith("ls, grep, read, replace, test, submit; ")
 
 
@@ -135,11 +137,26 @@ def rate(role, config=None):
 
 def test_the_oracle_finds_and_fixes_every_bug_and_blind_or_unskilled_play_does_not():
     oracle, eps = rate("oracle")
-    assert oracle == 1.0 and all(p.outcome.found and p.outcome.turns == 5 for p in eps)
-    assert [s.call[0] for s in eps[0].steps] == ["grep", "read", "replace", "test", "submit"]
+    assert oracle == 1.0 and all(p.outcome.found for p in eps)
+    for p in eps:  # one grep and one read more where the bug is in a function called
+        hop = ["grep", "read"] * (1 + (p.task.holder != p.task.function))
+        assert [s.call[0] for s in p.steps] == [*hop, "replace", "test", "submit"], p.task.name
     blind, eps = rate("blind")
     assert blind == 0.0 and not any(p.outcome.read for p in eps)
     assert rate("unskilled")[0] < 0.3 and rate("random_wellformed")[0] == 0.0
+
+
+def test_a_bug_one_call_away_is_found_only_by_following_the_call():
+    """The oracle that stops at the named function (no grep of what it calls) solves every
+    task whose bug is in it, and none of the four whose bug is in a function it calls."""
+    from repofix.policies import find_then, oracle_fix
+
+    stops = dataclasses.replace(
+        REPOFIX, policies={**REPOFIX.policies, "oracle": find_then(oracle_fix, follow=False)}
+    )
+    config = REPOFIX.default_config()
+    for t in TASKS:
+        assert play(stops, t, "oracle", 0, config).outcome.hidden_pass == (t.holder == t.function)
 
 
 def test_the_tool_calls_are_one_grammar_in_words_and_text():
@@ -451,7 +468,7 @@ print(json.dumps({"rates": rates, "envs": envs, "obs": obs, "gym": [s[:4] for s 
     assert got["gym"][2][0].startswith("passed 13 of 13") and got["gym"][3][1:3] == [1.0, True]
     assert got["cls"] == "RepoFixTools" and got["same"]
     assert got["said"][2] == "ok" and got["reward"] == 1.0
-    assert len(got["verl"]) == 24 and all(got["verl"]) and got["native"]
+    assert len(got["verl"]) == 27 and all(got["verl"]) and got["native"]
 
 
 CLI = """
@@ -506,6 +523,6 @@ def test_installed_arl_checks_trains_sft_pg_and_distill_and_exports_it(installed
     for run in ("pg", "distill"):
         assert (tmp_path / run / "ckpt-000001").is_dir(), run
     assert (tmp_path / "hf" / "model.safetensors").exists()
-    assert "24 episodes (24 passed)" in codes[5][1], codes[5][1]
+    assert "27 episodes (27 passed)" in codes[5][1], codes[5][1]
     report = json.loads(codes[6][1])
     assert not report["leak_found"] and report["leaking_answers"] == 0

@@ -3,16 +3,18 @@ first) to the words of its next call, acting on what it read, never on the task:
 
 - oracle: grep the issue's function's `def`; read the file grep names; in that function's
   lines, the one cue of a bug (a strict comparison, `min`, `= 1`, `-=`, a `range(... - 1)`,
-  `or`) and its fix, as a replace of that line; test; submit;
+  `or`) and its fix, as a replace of that line; where the function has none, the same for
+  the first function it calls (grep its `def`, read its file); test; submit;
 - blind: never reads: test, a guessed edit of a guessed line of a guessed file, submit;
-- unskilled: finds the function as the oracle does, then a family drawn at random: its fix
-  where its cue is there, else the function's first line rewritten as that family's usual
-  line (format without skill); test; submit;
+- unskilled: finds the named function as the oracle does (and looks no further), then a
+  family drawn at random: its fix where its cue is there, else the function's first line
+  rewritten as that family's usual line (format without skill); test; submit;
 - random / random_wellformed: random calls of the right shape (some garbage, or none).
 """
 
 from __future__ import annotations
 
+import builtins
 import random
 from collections.abc import Callable, Sequence
 
@@ -23,6 +25,7 @@ from repofix.sources import REPOS
 
 History = Sequence[Sequence[str]]
 ScriptedPolicy = Callable[[History, random.Random], list[str]]
+BUILTINS = frozenset(dir(builtins))
 PATHS = tuple(p for files in REPOS.values() for p in files)  # every repository's modules
 SWAP = {"<": "<=", ">": ">=", "min": "max", "-=": "+=", "or": "and"}
 USUAL = {  # what a player who does not read writes for each family's fix
@@ -79,42 +82,71 @@ def function_lines(lines: dict[int, list[str]], start: int) -> list[int]:
     return out
 
 
-def grep_def(answer: Sequence[str]) -> tuple[str, int] | None:
-    """(path, line) of the first hit of a grep's answer (`hits N <nl> PATH LINE ...`)."""
+def grep_def(answer: Sequence[str]) -> tuple[str, int, str] | None:
+    """(path, line, function) of the first hit of a grep's answer when that hit is a `def`
+    (`hits N <nl> PATH LINE def NAME ( ...`)."""
     ws = list(answer)
     if ws[:1] != ["hits"] or NL not in ws:
         return None
     k = ws.index(NL)
-    if k + 2 >= len(ws) or not ws[k + 2].isdigit():
+    hit = ws[k + 1 : k + 6]
+    if len(hit) < 4 or not hit[1].isdigit() or hit[2] != "def":
         return None
-    return ws[k + 1], int(ws[k + 2])
+    return hit[0], int(hit[1]), hit[3]
+
+
+def calls_in(lines: Sequence[Sequence[str]]) -> list[str]:
+    """The names a function's lines call (`NAME (`), builtins and methods apart, in order."""
+    out = []
+    for ws in lines:
+        for k, w in enumerate(ws[:-1]):
+            called = ws[k + 1] == "(" and (k == 0 or ws[k - 1] != ".")
+            if called and w.isidentifier() and w not in BUILTINS and w not in out:
+                out.append(w)
+    return out
 
 
 def _replace(path: str, n: int, line: Sequence[str]) -> list[str]:
     return ["replace", path, str(n), *line, END]
 
 
+def _grep_def(name: str) -> list[str]:
+    return ["grep", "def", name, "(", END]
+
+
 Fix = Callable[[str, dict[int, list[str]], list[int], random.Random], "list[str] | None"]
 
 
-def find_then(fix: Fix) -> ScriptedPolicy:
-    """A policy that finds the issue's function (grep its def, read its file), then calls
-    `fix(path, lines, the function's line numbers, rng)` for its edit; test; submit."""
+def find_then(fix: Fix, follow: bool) -> ScriptedPolicy:
+    """A policy that reads its way to the bug, acting on the latest answer: the issue -> grep
+    the named function's `def`; a `def` hit -> read its file; the file -> `fix(path, lines,
+    the function's line numbers, rng)`, or when that finds nothing and `follow`, grep the
+    `def` of the first function it calls not yet looked at (so a bug one call away is found
+    too); `ok` -> test; test results -> submit."""
 
     def policy(history: History, rng: random.Random) -> list[str]:
-        turn = len(history) - 1
-        function = history[0][2] if len(history[0]) > 2 else "main"
-        if turn == 0:
-            return ["grep", "def", function, END]
-        where = grep_def(history[1])
-        if where is None:
-            return ["submit", END]
-        if turn == 1:
+        last = list(history[-1])
+        if len(history) == 1:
+            return _grep_def(last[2] if len(last) > 2 else "main")
+        if last[:1] == ["ok"]:
+            return ["test", END]
+        where = grep_def(last)
+        if where is not None:
             return ["read", where[0], END]
-        if turn == 2:
-            lines = file_lines(history[2])
-            return fix(where[0], lines, function_lines(lines, where[1]), rng) or ["test", END]
-        return (["test"] if turn == 3 else ["submit"]) + [END]
+        seen = [grep_def(h) for h in history[1:]]
+        looked = [s for s in seen if s is not None]
+        if len(history) > 2 and NL in last and looked and last[:1] == [looked[-1][0]]:
+            path, start, _ = looked[-1]
+            lines = file_lines(last)
+            body = function_lines(lines, start)
+            edit = fix(path, lines, body, rng)
+            if edit is not None:
+                return edit
+            done = {name for _, _, name in looked}
+            todo = [c for c in calls_in([lines[n] for n in body]) if c not in done]
+            if follow and todo:
+                return _grep_def(todo[0])
+        return ["submit", END]
 
     return policy
 
@@ -140,8 +172,8 @@ def unskilled_fix(path: str, lines: dict[int, list[str]], body: list[int], rng: 
     return _replace(path, body[0], USUAL[family]) if body else None
 
 
-oracle = find_then(oracle_fix)
-unskilled = find_then(unskilled_fix)
+oracle = find_then(oracle_fix, follow=True)
+unskilled = find_then(unskilled_fix, follow=False)
 
 
 def blind(history: History, rng: random.Random) -> list[str]:

@@ -21,7 +21,7 @@ from functools import cache
 from typing import Any, ClassVar
 
 from repofix.code import is_canonical
-from repofix.sources import BUGS, REPOS, SIGNATURES
+from repofix.sources import BUGS, CALLED_BUGS, REPOS, SIGNATURES
 
 SPLITS = ("train", "heldout")
 FAMILIES = ("compare", "minmax", "init", "arith", "range", "andor")
@@ -52,8 +52,9 @@ class RepoTask:
     split: str
     family: str
     repo: str
-    function: str  # the function the issue names (the bug is in it)
-    path: str  # the file that holds it
+    function: str  # the function the issue names
+    holder: str  # the function the bug is in: that one, or one it calls
+    path: str  # the file that holds the bug
     line: int  # the bug's line (1-based)
     buggy: str  # that line as the repository has it (indentation apart)
     correct: str  # and as it should be
@@ -208,19 +209,22 @@ def locate(files: Mapping[str, str], function: str, correct: str) -> tuple[str, 
     raise AssertionError(f"no function {function!r}")
 
 
-def make_task(index: int, function: str, family: str, correct: str, buggy: str) -> RepoTask:
-    """The task of one bug: the buggy repository, its tests, and where the bug is."""
+def make_task(index: int, function: str, holder: str, family: str) -> RepoTask:
+    """The task of one bug: `holder`'s line of BUGS[(holder, family)] made wrong, the issue
+    naming `function` (the holder itself, or a function that calls it); the buggy repository,
+    its tests, and where the bug is."""
+    correct, buggy = BUGS[(holder, family)]
     repo = next(
         r for r, files in REPOS.items() if any(f"def {function}(" in t for t in files.values())
     )
     name = f"{function}_{family}"
     good_files = REPOS[repo]
-    path, line = locate(good_files, function, correct)
+    path, line = locate(good_files, holder, correct)
     lines = good_files[path].split("\n")
     lines[line - 1] = lines[line - 1].replace(correct, buggy)
     bad_files = {**good_files, path: "\n".join(lines)}
     good, bad = load(good_files), load(bad_files)
-    module = module_of(path)
+    module = next(m for m, fn in functions(good_files) if fn == function)
     public_args, hidden_args = target_cases(name, module, function, good, bad)
     public = [
         case(f"test_{function}_{k}", module, function, a, good) for k, a in enumerate(public_args)
@@ -240,7 +244,7 @@ def make_task(index: int, function: str, family: str, correct: str, buggy: str) 
         hidden.append(case(f"hidden_{fn}", mod, fn, second, good))
     files = {**bad_files, TEST_FILE: test_file(tuple(public))}
     split = "heldout" if index % 3 == 2 else "train"
-    return RepoTask(name, split, family, repo, function, path, line, buggy, correct,
+    return RepoTask(name, split, family, repo, function, holder, path, line, buggy, correct,
                     tuple(sorted(files.items())), tuple(public), tuple(hidden))  # fmt: skip
 
 
@@ -258,11 +262,11 @@ def check_task(task: RepoTask) -> None:
 
 @cache
 def all_tasks() -> tuple[RepoTask, ...]:
-    """Every task: one per bug of repofix.sources.BUGS, every third held out."""
-    tasks = tuple(
-        make_task(i, fn, family, correct, buggy)
-        for i, ((fn, family), (correct, buggy)) in enumerate(BUGS.items())
-    )
+    """Every task: one per bug of repofix.sources.BUGS (the issue names the function with the
+    bug), then one per CALLED_BUGS (it names a caller); every third held out."""
+    named = [(fn, fn, family) for fn, family in BUGS]
+    named += [(caller, holder, family) for (caller, family), holder in CALLED_BUGS.items()]
+    tasks = tuple(make_task(i, *spec) for i, spec in enumerate(named))
     for t in tasks:
         check_task(t)
     return tasks

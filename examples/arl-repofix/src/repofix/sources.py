@@ -317,3 +317,12 @@ BUGS: dict[tuple[str, str], tuple[str, str]] = {
     ),
     ("best_gain", "range"): ("for k in range(len(xs)):", "for k in range(len(xs) - 1):"),
 }
+
+# (the function the issue names, family) -> the function it calls that holds the bug
+# BUGS[(that function, family)]: the bug is one call away, in another function (and file)
+CALLED_BUGS: dict[tuple[str, str], str] = {
+    ("summary", "arith"): "total_value",  # inventory/report.py -> inventory/items.py
+    ("reorder_list", "range"): "low_stock",  # inventory/report.py -> inventory/stock.py
+    ("pad_all", "minmax"): "longest_length",  # textkit/layout.py -> textkit/counts.py
+    ("mean", "init"): "total",  # stats/basic.py, the same file
+}
