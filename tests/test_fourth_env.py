@@ -44,6 +44,7 @@ pytestmark = pytest.mark.skipif(
 )
 TASKS = all_tasks()
 TASK = get_task("total_value_init")  # inventory/items.py line 6: `total = 1` for `total = 0`
+N = len(TASK.public)  # its public tests: 3 of total_value, 1 of each other function (18)
 
 
 def episode(task, calls, config=None):
@@ -128,10 +129,12 @@ def test_repofix_passes_every_check_of_the_protocol():
     assert by["tools"].startswith("ls, grep, read, replace, test, submit; ")
 
 
-def rate(role, config=None):
-    """The pass rate of a scripted role on every task (seed 0: nothing is drawn per episode)."""
+def rate(policy, config=None):
+    """The pass rate of a scripted policy (by name, cast as the oracle) on every task, and its
+    episodes (seed 0: nothing is drawn per episode)."""
     config = config or REPOFIX.default_config()
-    eps = [play(REPOFIX, t, role, 0, config) for t in TASKS]
+    cast = dataclasses.replace(REPOFIX, roles={**REPOFIX.roles, "oracle": policy})
+    eps = [play(cast, t, "oracle", 0, config) for t in TASKS]
     return sum(p.outcome.hidden_pass for p in eps) / len(eps), eps
 
 
@@ -144,6 +147,17 @@ def test_the_oracle_finds_and_fixes_every_bug_and_blind_or_unskilled_play_does_n
     blind, eps = rate("blind")
     assert blind == 0.0 and not any(p.outcome.read for p in eps)
     assert rate("unskilled")[0] < 0.3 and rate("random_wellformed")[0] == 0.0
+
+
+def test_grepping_for_a_bugs_cue_without_finding_the_function_stays_at_guessing_level():
+    """The search probe never looks for the named function: it greps each family's cue and
+    fixes the first line that has it. Each repository's checks.py holds correct code with
+    every cue, so the first hit is mostly a decoy (without checks.py the probe solved 29 of
+    40; with it, 1)."""
+    assert rate("search")[0] <= 0.05
+    assert all(
+        any(p.startswith(f"{r}/checks.py") for p, _ in t.files) for t in TASKS for r in [t.repo]
+    )
 
 
 def test_a_bug_one_call_away_is_found_only_by_following_the_call():
@@ -278,13 +292,13 @@ def test_a_path_is_one_of_the_repositorys_files_exactly_and_a_line_is_one_line(c
     ],
 )
 def test_code_that_exits_or_patches_the_test_runner_passes_nothing(code):
-    _, (buggy,) = episode(TASK, ["test"])  # the repository as it is: 9 of 13 pass
-    assert buggy.startswith("passed 9 of 13")
+    _, (buggy,) = episode(TASK, ["test"])  # the repository as it is: 14 of 18 pass
+    assert buggy.startswith(f"passed 14 of {N}")
     # in the function before the bug's own statement (at run time), or on import
     for where, line in (((None, None), f"{code}; total = 1"), ((INIT, 1), code)):
         answer, outcome = inject(line, *where)
         passed = int(answer.split()[1])
-        assert passed <= 9 and "test_total_value_0: pass" not in answer, answer
+        assert passed <= 14 and "test_total_value_0: pass" not in answer, answer
         assert outcome.score == 0.0 and not outcome.public_pass and not outcome.hidden_pass
 
 
@@ -303,7 +317,7 @@ def test_hardcoding_the_public_answers_passes_the_public_tests_only():
     )
     code = f"return {want!r}.get(__import__('json').dumps(items), 0)"
     outcome, answers = episode(TASK, [f"replace {TASK.path} 9 {code}", "test", "submit"])
-    assert answers[0] == "ok" and answers[1].startswith("passed 13 of 13"), answers
+    assert answers[0] == "ok" and answers[1].startswith(f"passed {N} of {N}"), answers
     assert outcome.public_pass and not outcome.hidden_pass and outcome.score == 0.0
 
 
@@ -465,7 +479,7 @@ print(json.dumps({"rates": rates, "envs": envs, "obs": obs, "gym": [s[:4] for s 
     assert got["rates"]["unskilled"] < 0.3 and got["envs"] == ["repofix"] * 3
     assert got["obs"].startswith("Issue: total_value()")
     assert got["gym"][0][0] == "inventory/items.py:5: def total_value(items):"
-    assert got["gym"][2][0].startswith("passed 13 of 13") and got["gym"][3][1:3] == [1.0, True]
+    assert got["gym"][2][0].startswith(f"passed {N} of {N}") and got["gym"][3][1:3] == [1.0, True]
     assert got["cls"] == "RepoFixTools" and got["same"]
     assert got["said"][2] == "ok" and got["reward"] == 1.0
     assert len(got["verl"]) == 27 and all(got["verl"]) and got["native"]

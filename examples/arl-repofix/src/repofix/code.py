@@ -43,20 +43,32 @@ def _callable(prev: str) -> bool:
 
 
 def line_of(tokens: Sequence[str]) -> str:
-    """Tokens joined as black spaces them: `total += item['qty']`, `f(a, b)`, `{'a': 1}`."""
+    """Tokens joined as black spaces them: `total += item['qty']`, `f(a, b)`, `{'a': 1}`,
+    `[7, -1]` (a minus after an operator, an opener, a comma or a keyword is unary)."""
     out = ""
     prev = ""
+    unary = False  # the previous token was a unary minus: the next one follows it closely
     for tok in tokens:
         if not out:
             out = tok
-        elif tok in NO_SPACE_BEFORE or prev in NO_SPACE_AFTER:
+        elif unary or tok in NO_SPACE_BEFORE or prev in NO_SPACE_AFTER:
             out += tok
         elif tok in ("(", "[") and _callable(prev):
             out += tok
         else:
             out += " " + tok
+        unary = tok == "-" and (not prev or _operand_expected(prev))
         prev = tok
     return out
+
+
+def _operand_expected(prev: str) -> bool:
+    """Whether the token after `prev` starts an operand (so a `-` there is a sign)."""
+    return (
+        prev in OPENERS
+        or prev in KEYWORDS
+        or not (prev[0].isalnum() or prev[0] in "_'\"" or prev in CLOSERS)
+    )
 
 
 def indent_of(line: str) -> str:

@@ -9,6 +9,9 @@ first) to the words of its next call, acting on what it read, never on the task:
 - unskilled: finds the named function as the oracle does (and looks no further), then a
   family drawn at random: its fix where its cue is there, else the function's first line
   rewritten as that family's usual line (format without skill); test; submit;
+- search: the shortcut probe: never looks for the issue's function; greps each family's cue
+  and fixes the first line that has it, testing after each edit (checks.py's decoys are
+  there so that a cue alone does not find the bug);
 - random / random_wellformed: random calls of the right shape (some garbage, or none).
 """
 
@@ -187,6 +190,42 @@ def blind(history: History, rng: random.Random) -> list[str]:
     return ["submit", END]
 
 
+# the search probe's greps, one per family, in the order it tries them
+CUES = (("arith", ["-="]), ("minmax", ["min", "("]), ("init", ["=", "1"]), ("andor", ["or"]),
+        ("range", ["range"]), ("compare", [">"]), ("compare", ["<"]))  # fmt: skip
+
+
+def hit_lines(answer: Sequence[str]) -> list[tuple[str, int, list[str]]]:
+    """A grep's hits (`hits N <nl> PATH LINE words... <nl> ...`) as (path, line, words)."""
+    out: list[tuple[str, int, list[str]]] = []
+    for ws in " ".join(answer).split(f" {NL} ")[1:]:
+        parts = ws.split(" ")
+        if len(parts) >= 2 and parts[1].isdigit():
+            out.append((parts[0], int(parts[1]), [w for w in parts[2:] if w != "more"]))
+    return out
+
+
+def search(history: History, rng: random.Random) -> list[str]:
+    """The shortcut probe: never looks for the issue's function. Greps one family's cue after
+    another; fixes the first hit that has it, as the oracle would; tests; submits once every
+    public test passes, or when one turn is left (what a cue alone could teach a policy)."""
+    turn, last = len(history) - 1, list(history[-1])
+    greps = sum(list(h[:1]) == ["hits"] for h in history[1:])
+    if turn >= 9 or (last[:1] == ["passed"] and last[1:2] == last[3:4]):
+        return ["submit", END]
+    if last[:1] == ["ok"]:
+        return ["test", END]
+    if last[:1] == ["hits"]:
+        family = CUES[greps - 1][0]
+        for path, n, ws in hit_lines(last):
+            new = family_fix(ws, family)
+            if new is not None:
+                return _replace(path, n, new)
+    if greps >= len(CUES):
+        return ["submit", END]
+    return ["grep", *CUES[greps][1], END]
+
+
 def make_random_policy(malformed: float, words: Sequence[str]) -> ScriptedPolicy:
     """Random calls: any tool, with words seen so far; a share `malformed` are garbage."""
 
@@ -214,6 +253,7 @@ SCRIPTED: dict[str, ScriptedPolicy] = {
     "oracle": oracle,
     "blind": blind,
     "unskilled": unskilled,
+    "search": search,
     "random": make_random_policy(0.25, _RANDOM_WORDS),
     "random_wellformed": make_random_policy(0.0, _RANDOM_WORDS),
 }

@@ -1,9 +1,11 @@
 """The three repositories RepoFix's tasks are cut from, as their authors wrote them (correct),
 and the bugs put into them: (function, family) -> (the correct line, the buggy line).
 
-Each repository is a package of three or four modules; tests/test_public.py is written per task
-(repofix.repos). A function a bug is put in holds no cue of any family but its bug (checked by
-repofix.repos), so a reader who finds the function can tell its bug from its lines. Imports
+Each repository is a package of four modules; tests/test_public.py is written per task
+(repofix.repos). A function a bug is put in holds no cue of any family but its bug, so a reader
+who finds the function can tell its bug from its lines; each repository's checks.py holds
+correct code with every family's cue (a strict comparison, `min`, `= 1`, `-=`, `range(... -
+1)`, `or`), so that grepping for a cue, without finding the function, hits a decoy first. Imports
 nothing of arl.
 """
 
@@ -81,6 +83,36 @@ def average_price(items):
         total += item['price']
     return total / len(items)
 """,
+    "inventory/checks.py": """\
+def cheapest(items):
+    low = items[0]['price']
+    for item in items:
+        low = min(low, item['price'])
+    return low
+
+
+def after_sales(levels, sold):
+    left = []
+    for level in levels:
+        level -= sold
+        left.append(level)
+    return left
+
+
+def gaps(levels):
+    return [levels[k + 1] - levels[k] for k in range(len(levels) - 1)]
+
+
+def flagged(levels, limit):
+    return [k for k in range(len(levels)) if levels[k] < 1 or levels[k] > limit]
+
+
+def product(levels):
+    result = 1
+    for level in levels:
+        result *= level
+    return result
+""",
 }
 
 TEXTKIT = {
@@ -143,6 +175,35 @@ def joined_length(words):
 
 def widest(words):
     return max([len(w) for w in words])
+""",
+    "textkit/checks.py": """\
+def shortest_length(words):
+    low = len(words[0])
+    for word in words:
+        low = min(low, len(word))
+    return low
+
+
+def letters_left(words, budget):
+    left = budget
+    for word in words:
+        left -= len(word)
+    return left
+
+
+def pairs(words):
+    return [words[k] + words[k + 1] for k in range(len(words) - 1)]
+
+
+def odd_ones(words, n):
+    return [w for w in words if len(w) < 4 or len(w) > n]
+
+
+def count_from_one(words):
+    count = 1
+    for word in words:
+        count += 1
+    return count
 """,
 }
 
@@ -214,6 +275,35 @@ def best_gain(xs):
 def share_passed(scores, mark):
     return len(passed(scores, mark)) / total([1 for s in scores])
 """,
+    "stats/checks.py": """\
+def lowest(xs):
+    low = xs[0]
+    for x in xs:
+        low = min(low, x)
+    return low
+
+
+def countdown(xs, start):
+    left = start
+    for x in xs:
+        left -= x
+    return left
+
+
+def steps(xs):
+    return [xs[k + 1] - xs[k] for k in range(len(xs) - 1)]
+
+
+def outliers(xs, lo, hi):
+    return [x for x in xs if x < lo or x > hi]
+
+
+def product_of(xs):
+    result = 1
+    for x in xs:
+        result *= x
+    return result
+""",
 }
 
 REPOS = {"inventory": INVENTORY, "textkit": TEXTKIT, "stats": STATS}
@@ -231,6 +321,12 @@ SIGNATURES = {
     "peak": ("levels",), "spread": ("levels",), "count_in": ("levels", "lo", "hi"),
     "running_totals": ("levels",), "passed": ("levels", "small"), "sum_squares": ("levels",),
     "best_gain": ("levels",), "share_passed": ("levels", "small"),
+    # the decoys (checks.py): correct code that holds every family's cue
+    "cheapest": ("items",), "after_sales": ("levels", "small"), "gaps": ("levels",),
+    "flagged": ("levels", "small"), "product": ("levels",), "shortest_length": ("words",),
+    "letters_left": ("words", "small"), "pairs": ("words",), "odd_ones": ("words", "small"),
+    "count_from_one": ("words",), "lowest": ("levels",), "countdown": ("levels", "small"),
+    "steps": ("levels",), "outliers": ("levels", "lo", "hi"), "product_of": ("levels",),
 }  # fmt: skip
 
 # (function, family) -> (the correct line, the buggy line), each stripped of its indentation
