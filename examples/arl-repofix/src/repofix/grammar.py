@@ -74,7 +74,8 @@ def parse_text(text: str, ended: bool) -> Call | Malformed:
     text = text.strip()
     if not text:
         return Malformed("empty")
-    tool, rest = text.split(None, 1)[0], text[len(text.split(None, 1)[0]) :].strip()
+    tool = text.split(None, 1)[0]
+    rest = text[len(tool) :].strip()
     if tool in BARE_TOOLS:
         return Malformed("extra_args") if rest else Call(tool)
     if tool not in ("grep", "read", "replace"):
