@@ -123,6 +123,7 @@ def test_every_line_reads_back_from_its_words():
 # --- the environment under arl's protocol ---------------------------------------------------
 
 
+@pytest.mark.slow  # 3-4 s: 80 episodes, or the time and memory limits met
 def test_repofix_passes_every_check_of_the_protocol():
     by = {f.check: f.detail for f in assert_env(REPOFIX, seeds=(0,))}
     assert by["oracle"] == "solved 40 of 40"
@@ -361,6 +362,7 @@ def test_code_reaches_no_network():
         server.close()
 
 
+@pytest.mark.slow  # 3-4 s: 80 episodes, or the time and memory limits met
 def test_a_fork_bomb_an_endless_loop_and_a_memory_hog_are_cut():
     start = time.monotonic()
     for code, status in (
