@@ -117,6 +117,9 @@ def test_every_line_reads_back_from_its_words():
     assert line_of(["total", "=", "f", "(", "xs", "[", "0", "]", ",", "1", ")"]) == (
         "total = f(xs[0], 1)"
     )
+    assert line_of(words("assert f([8, 0], -1) == [7, -1] and x - 1 >= -y")) == (
+        "assert f([8, 0], -1) == [7, -1] and x - 1 >= -y"
+    )  # a minus after an opener, a comma, an operator or a keyword is a sign
     assert not is_canonical("total=0")  # a real model's own spacing is taken as it is
 
 
