@@ -383,15 +383,16 @@ def test_a_fork_bomb_an_endless_loop_and_a_memory_hog_are_cut():
 
 
 def test_the_package_refuses_to_run_where_the_sandbox_would_show_it():
-    """The sandbox binds this Python's prefix read-only: a plain `pip install` would put the
-    tasks' fixes where policy code can import them. Installed (or imported) elsewhere it runs;
-    under a root the sandbox binds, it refuses in one line."""
-    import numpy  # installed in this Python's prefix: policy code reaches it
+    """The sandbox binds this Python's prefix read-only but shows its site-packages empty, so
+    a plain `pip install` is out of policy code's sight; under any other root the sandbox
+    binds, the package refuses to run in one line (its tasks hold every fix)."""
+    import numpy  # installed in this Python's site-packages: hidden from jobs
 
     answer, _ = inject(f"return __import__('os').path.isfile({numpy.__file__!r})")
-    assert "test_total_value_0: fail (got true)" in answer, answer
+    assert "test_total_value_0: fail (got false)" in answer, answer
     grade.check_location()  # the source folder: not bound
-    assert grade.visible_in_sandbox(sys.base_prefix + "/lib/site-packages/repofix")
+    assert not grade.visible_in_sandbox(numpy.__file__)
+    assert grade.visible_in_sandbox(sys.base_prefix + "/lib/python3/other/repofix")
     with pytest.raises(ArlError, match="pip install -e"):
         grade.check_location(roots=[str(PACKAGE)])
 

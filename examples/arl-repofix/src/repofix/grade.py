@@ -34,7 +34,7 @@ from arl.sandbox import (
     make_sandbox,
     sandbox_available,
 )
-from arl.sandbox.launch import SYSTEM_DIRS, interpreter
+from arl.sandbox.launch import SYSTEM_DIRS, interpreter, package_dirs
 from repofix.repos import Case as TestCase
 from repofix.repos import code_files, module_of
 
@@ -69,13 +69,20 @@ def sandbox_roots() -> tuple[str, ...]:
 
 
 def visible_in_sandbox(path: str | Path, roots: Sequence[str] | None = None) -> bool:
-    """Whether a job could read `path` (it lies under a directory the sandbox binds)."""
+    """Whether a job could read `path`: it lies under a directory the sandbox binds, and not
+    in this Python's site-packages, which a job sees empty (arl.sandbox.launch.package_dirs)."""
     real = os.path.realpath(path)
+    if roots is None and any(_under(real, d) for d in package_dirs()):
+        return False
     for root in roots if roots is not None else sandbox_roots():
         r = os.path.realpath(root)
         if real == r or real.startswith(r.rstrip("/") + "/"):
             return True
     return False
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def check_location(roots: Sequence[str] | None = None) -> None:
@@ -85,7 +92,8 @@ def check_location(roots: Sequence[str] | None = None) -> None:
     if visible_in_sandbox(here, roots):
         raise ArlError(
             f"repofix is installed at {here}, which arl's sandbox shows to policy code (its "
-            "tasks hold every fix): install it with `pip install -e` or `--target` elsewhere"
+            "tasks hold every fix): install it with pip (site-packages is hidden), `pip install "
+            "-e` or `--target` elsewhere"
         )
 
 
