@@ -341,6 +341,7 @@ BUILTIN = {
     "bugfix-judged": "arl.bugfix.judged:BUGFIX_JUDGED",  # Problem 10: a learned judge's reward
     "bugfix-leaky": "arl.bugfix.leak:LEAKY_ENV",  # Problem 11: history leaks the fix
     "bugfix-sealed": "arl.bugfix.leak:SEALED_ENV",  # Problem 11: the history stripped
+    "bugfix-think": "arl.bugfix.think:BUGFIX_THINK",  # Problem 27: free words (zero-cost length)
 }
 
 
