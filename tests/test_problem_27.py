@@ -150,6 +150,8 @@ def test_rate_growth_pools_free_words_over_quarters_of_the_probes():
     # a quarter with no failure: NaN, not a zero
     empty = [probe([]), probe([F])]
     assert math.isnan(length.rate_growth(empty, "fail_free_", "sum_free"))
+    # as an effect, such a growth is 0 (only a --quick run's few probes lack an outcome)
+    assert length.measured(math.nan) == 0.0 and length.measured(-2.5) == -2.5
 
 
 def test_free_stats_split_free_words_by_outcome():
@@ -180,13 +182,16 @@ def test_quick_think_measure_keeps_every_arm_and_probe_and_draws(quick_think):
         probes = [r for r in h if r.get("probe/fail_len") is not None]
         assert [r["step"] for r in probes] == [0, 2, 4]
         assert all(r["probe/fail_free"] >= 0 for r in probes)
-    assert res["holds"] and math.isfinite(res["effect"])
-    g = res["growth"]["failures"]
-    assert res["effect"] == pytest.approx(g[length.SEQ] - g[length.TOK])
-    assert res["seq_growth"] == g[length.SEQ]
-    assert res["constant_stops"] == pytest.approx(g[length.SEQ] - g[length.CONST])
-    succ = res["growth"]["successes"]
-    assert res["in_failures"] == pytest.approx(g[length.SEQ] - succ[length.SEQ], nan_ok=True)
+    keys = ("effect", "seq_growth", "constant_stops", "in_failures")
+    assert res["holds"] and all(math.isfinite(res[k]) for k in keys)
+    # the effects read the free words' growth (a quarter without successes: 0, measured())
+    g = {o: {n: length.measured(x) for n, x in v.items()} for o, v in res["free_growth"].items()}
+    fail, succ = g["failures"], g["successes"]
+    assert res["effect"] == pytest.approx(fail[length.SEQ] - fail[length.TOK])
+    assert res["seq_growth"] == fail[length.SEQ]
+    assert res["constant_stops"] == pytest.approx(fail[length.SEQ] - fail[length.CONST])
+    assert res["in_failures"] == pytest.approx(fail[length.SEQ] - succ[length.SEQ])
+    assert set(res["growth"]) == {"failures", "successes"}  # total length: measured, not judged
     assert "free words" in detail and "elasticity" in detail
     path = out / "problem-27.png"
     length.PROBLEM_27.draw([{"seed": 0, **res}], path)
