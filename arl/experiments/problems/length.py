@@ -1,6 +1,14 @@
 """Problem 27: mean response length doubles, and the growth is in failed episodes.
 
-Three RL arms from the weak base (train pass about 0.2: most episodes fail, so failures have
+Issue 43's design (`problem_27`, PROBLEM_27): three RL arms (sequence-mean, token-mean, the
+constant normalizer) on `bugfix-think` (arl.bugfix.think), BugFix whose calls may begin with
+free words the environment ignores, from that variant's weak base, THINK_STEPS steps with an
+episode budget of L_MAX = 216 policy tokens; probes every THINK_EVERY steps count free words by
+outcome, and the claims read their growth. Free words are length that costs nothing, which the
+earlier design lacked.
+
+The earlier design (`earlier_design`, PROBLEM_27_EARLIER; judged on seeds 10-17 before issue
+43): three RL arms from the weak base (train pass about 0.2: most episodes fail, so failures have
 room to change), on one seed and the same start, with truncation scored like a short failure
 (EpisodeConfig truncation "zero", the default) and a turn budget of MAX_TURNS (chosen once, by
 the sweep in the docs): sequence-mean aggregation (each episode's total weight is its
@@ -424,11 +432,8 @@ PROBLEM_27_EARLIER = Problem(  # the earlier design: its rule as locked and judg
 THINK_STEPS = 300  # RL steps per arm (TUNED_THINK: chosen on seed 100 by cost and room)
 THINK_TURNS = 6  # BugFix's default turn budget: episodes grow by free words, not turns
 L_MAX = THINK_TURNS * think.CALL_TOKENS  # 216 policy tokens: the constant normalizer's L_max
-THINK_EVERY = 10  # steps between probes (16 probes over 150 steps: quarters of 4)
-FREE_SUMS = ("n", "sum_free", "sum_cut")
-THINK_KEYS = KEYS + tuple(
-    f"probe/{k}" for k in ("fail_free", "succ_free", "fail_cut_share", "succ_len", "len")
-)
+THINK_EVERY = 10  # steps between probes (31 probes over 300 steps: quarters of 8)
+THINK_KEYS = KEYS + tuple(f"probe/{k}" for k in ("fail_free", "succ_free", "fail_cut_share", "len"))
 
 
 def free_sums(trajs: Sequence[Trajectory], end_id: int) -> dict[str, int]:
@@ -533,8 +538,8 @@ def problem_27(ctx: Ctx):
 
 def measured(growth_: float) -> float:
     """A growth as an effect: 0 where a quarter of the probes held no episode of the outcome
-    (NaN: no length to compare; a --quick run's few probes, never seen at full size, where a
-    quarter holds 320 episodes), so that every seed's effect is a finite number."""
+    (NaN: no length to compare; a --quick run's few probes, not expected at full size, where a
+    quarter holds 8 probes of 80 episodes), so that every seed's effect is a finite number."""
     return 0.0 if math.isnan(growth_) else growth_
 
 
