@@ -184,14 +184,14 @@ def test_quick_think_measure_keeps_every_arm_and_probe_and_draws(quick_think):
         assert all(r["probe/fail_free"] >= 0 for r in probes)
     keys = ("effect", "seq_growth", "constant_stops", "in_failures")
     assert res["holds"] and all(math.isfinite(res[k]) for k in keys)
-    # the effects read the free words' growth (a quarter without successes: 0, measured())
-    g = {o: {n: length.measured(x) for n, x in v.items()} for o, v in res["free_growth"].items()}
+    # the effects read total length's growth (a quarter without successes: 0, measured())
+    g = {o: {n: length.measured(x) for n, x in v.items()} for o, v in res["growth"].items()}
     fail, succ = g["failures"], g["successes"]
     assert res["effect"] == pytest.approx(fail[length.SEQ] - fail[length.TOK])
     assert res["seq_growth"] == fail[length.SEQ]
     assert res["constant_stops"] == pytest.approx(fail[length.SEQ] - fail[length.CONST])
     assert res["in_failures"] == pytest.approx(fail[length.SEQ] - succ[length.SEQ])
-    assert set(res["growth"]) == {"failures", "successes"}  # total length: measured, not judged
+    assert set(res["free_growth"]) == {"failures", "successes"}  # measured, not judged
     assert "free words" in detail and "elasticity" in detail
     path = out / "problem-27.png"
     length.PROBLEM_27.draw([{"seed": 0, **res}], path)
