@@ -347,6 +347,7 @@ BUILTIN = {
     # Problem 11's redesign (issue 43): `checkout` restores the newest commit's file
     "bugfix-leaky-checkout": "arl.bugfix.checkout:LEAKY_CHECKOUT_ENV",
     "bugfix-sealed-checkout": "arl.bugfix.checkout:SEALED_CHECKOUT_ENV",
+    "bugfix-think": "arl.bugfix.think:BUGFIX_THINK",  # Problem 27: free words (zero-cost length)
 }
 
 

@@ -133,6 +133,7 @@ KNOWN_GAPS = {
     "bugfix-judged": {"tools"},  # its submit takes a NOTE; BugFix's declared tools have none
     "bugfix-leaky": {"oracle", "tools"},  # the canary: no oracle solves it; `log` undeclared
     "bugfix-sealed": {"oracle", "tools"},
+    "bugfix-think": {"tools"},  # free words are no tool: a call with them names no tool
 }
 
 

@@ -1,23 +1,27 @@
 """Problem 27: length by outcome and by turn type, on hand-built episodes whose counts are
-written out below; the aggregations' weight against length; and a --quick measure and draw."""
+written out below; free words by outcome (issue 43's design); the aggregations' weight against
+length; and a --quick measure and draw of both designs."""
 
 import math
 
 import pytest
 
+from arl.bugfix.think import ThinkOutcome
 from arl.experiments.problems import length
 from arl.experiments.problems.common import Ctx
 from arl.types import ENV, POLICY, PROMPT, Outcome, Trajectory
 
 
-def episode(calls, passed=False, truncated=False, infra=False, malformed=0):
+def episode(calls, passed=False, truncated=False, infra=False, malformed=0, free=None):
     """A prompt of two tokens, then each call's ids (policy) followed by one observation token."""
     ids, owners, spans = [1, 2], [PROMPT, PROMPT], []
     for c in calls:
         spans.append((len(ids), len(ids) + len(c)))
         ids += list(c) + [3]
         owners += [POLICY] * len(c) + [ENV]
-    outcome = Outcome(
+    extra = {} if free is None else {"free_words": free, "family": "init", "accumulator": None}
+    outcome = (Outcome if free is None else ThinkOutcome)(
+        **extra,
         task="t",
         split="train",
         score=float(passed),
@@ -119,10 +123,79 @@ def test_weight_against_length_sequence_mean_ignores_length_token_mean_counts_it
     assert e[length.CONST] == pytest.approx(1.0, abs=1e-6)
 
 
+# Free words (the think variant): ids 9 stand for `think`, 2 for <end>.
+# E: success, calls (9 9 5 2) (7 2): 2 free words, no call cut.
+# F: failure, calls (9 9 9 9) (9 5 2): 5 free words, the first call cut at a 4-token budget.
+# G: failure, calls (8 2): no free word.
+E = episode([(9, 9, 5, 2), (7, 2)], passed=True, free=2)
+F = episode([(9, 9, 9, 9), (9, 5, 2)], truncated=True, malformed=1, free=5)
+G = episode([(8, 2)], free=0)
+
+
+def test_free_sums_count_free_words_and_calls_cut_at_the_budget():
+    assert length.free_sums([E, F, G], end_id=2) == {"n": 3, "sum_free": 7, "sum_cut": 1}
+    assert length.free_sums([F], end_id=2) == {"n": 1, "sum_free": 5, "sum_cut": 1}
+
+
+def test_rate_growth_pools_free_words_over_quarters_of_the_probes():
+    def probe(fails):
+        sums = length.free_sums(fails, end_id=2)
+        return {"probe/n": 1, "step": 0} | {f"probe/fail_free_{k}": v for k, v in sums.items()}
+
+    # 4 probes, quarters of 1: first G (0 free over 1 failure), last F and G (5 over 2)
+    history = [probe([G]), probe([F]), probe([F, F]), probe([F, G])]
+    assert length.rate_growth(history, "fail_free_", "sum_free") == pytest.approx(2.5)
+    # the cut calls per failure: 0 -> 1/2
+    assert length.rate_growth(history, "fail_free_", "sum_cut") == pytest.approx(0.5)
+    # a quarter with no failure: NaN, not a zero
+    empty = [probe([]), probe([F])]
+    assert math.isnan(length.rate_growth(empty, "fail_free_", "sum_free"))
+    # as an effect, such a growth is 0 (only a --quick run's few probes lack an outcome)
+    assert length.measured(math.nan) == 0.0 and length.measured(-2.5) == -2.5
+
+
+def test_free_stats_split_free_words_by_outcome():
+    s = length.free_stats([E, F, G])
+    assert s["fail_free_sum_free"] == 5 and s["fail_free"] == 2.5 and s["succ_free"] == 2.0
+    # <end> is id 2 in every vocabulary (the renderer's specials come first): F's first call is
+    # the one cut, of the failures' 3 calls
+    assert s["fail_cut_share"] == pytest.approx(1 / 3) and s["succ_cut_share"] == 0.0
+    assert s["free"] == pytest.approx(7 / 3) and s["fail_n"] == 2
+
+
 @pytest.fixture(scope="module")
 def quick_run(private_cache, tmp_path_factory):
+    res, detail = length.earlier_design(Ctx(number=27, quick=True, seed=0))
+    return res, detail, tmp_path_factory.mktemp("fig")
+
+
+@pytest.fixture(scope="module")
+def quick_think(private_cache, tmp_path_factory):
     res, detail = length.problem_27(Ctx(number=27, quick=True, seed=0))
     return res, detail, tmp_path_factory.mktemp("fig")
+
+
+def test_quick_think_measure_keeps_every_arm_and_probe_and_draws(quick_think):
+    res, detail, out = quick_think
+    assert set(res["history"]) == set(length.ARMS) and res["l_max"] == 6 * 36
+    for h in res["history"].values():
+        probes = [r for r in h if r.get("probe/fail_len") is not None]
+        assert [r["step"] for r in probes] == [0, 2, 4]
+        assert all(r["probe/fail_free"] >= 0 for r in probes)
+    keys = ("effect", "seq_growth", "constant_stops", "in_failures")
+    assert res["holds"] and all(math.isfinite(res[k]) for k in keys)
+    # the effects read total length's growth (a quarter without successes: 0, measured())
+    g = {o: {n: length.measured(x) for n, x in v.items()} for o, v in res["growth"].items()}
+    fail, succ = g["failures"], g["successes"]
+    assert res["effect"] == pytest.approx(fail[length.SEQ] - fail[length.TOK])
+    assert res["seq_growth"] == fail[length.SEQ]
+    assert res["constant_stops"] == pytest.approx(fail[length.SEQ] - fail[length.CONST])
+    assert res["in_failures"] == pytest.approx(fail[length.SEQ] - succ[length.SEQ])
+    assert set(res["free_growth"]) == {"failures", "successes"}  # measured, not judged
+    assert "free words" in detail and "elasticity" in detail
+    path = out / "problem-27.png"
+    length.PROBLEM_27.draw([{"seed": 0, **res}], path)
+    assert path.stat().st_size > 1000
 
 
 def test_quick_measure_keeps_every_arm_and_probe_and_draws(quick_run):
@@ -140,5 +213,5 @@ def test_quick_measure_keeps_every_arm_and_probe_and_draws(quick_run):
     assert sp["length"] == pytest.approx(g[length.SEQ])
     assert detail.count("(more calls)") == 3 and "elasticity" in detail
     path = out / "problem-27.png"
-    length.PROBLEM_27.draw([{"seed": 0, **res}], path)
+    length.PROBLEM_27_EARLIER.draw([{"seed": 0, **res}], path)
     assert path.stat().st_size > 1000
