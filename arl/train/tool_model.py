@@ -45,8 +45,11 @@ class ToolModelConfig:
     pretrain_batch: int = 32
     blind_per_task: int = 4  # blind episodes per training task in the SFT data
     unskilled_per_task: int = 4  # read-then-guess episodes per training task
-    sft_steps: int = 150
-    sft_lr: float = 1e-3
+    # chosen on tuning seed 100 (no other seed looked at), by the rule "the cheapest with under
+    # one malformed call an episode": 150 at 1e-3 left 5.7 an episode (held-out pass 0.01),
+    # 300 at 3e-3 0.61 (0.05; train 0.11), 600 at 3e-3 0.80 (0.06; train 0.10)
+    sft_steps: int = 300
+    sft_lr: float = 3e-3
     sft_batch: int = 16
 
     def __post_init__(self) -> None:
