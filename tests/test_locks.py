@@ -88,6 +88,23 @@ def test_a_changed_threshold_is_refused_until_relocked_and_the_relock_is_recorde
     assert rulebook.relock(["problem 6"], "again")[0][1].startswith("unchanged")
 
 
+def test_an_environment_module_an_experiment_declares_is_part_of_its_rule(lockfile, monkeypatch):
+    """Problem 27 runs on bugfix-think: an edit to that module's code (not only to the
+    experiment's) makes the rule differ from its lock."""
+    assert "arl.bugfix.think" in problems.get(27).modules
+    assert rulebook.status("problem 27") == ("locked", [])
+    real = locks.inspect.getsource
+
+    def edited(obj):
+        text = real(obj)
+        return text + "\nTHINK_EDIT = 1\n" if obj.__name__ == "arl.bugfix.think" else text
+
+    monkeypatch.setattr(locks.inspect, "getsource", edited)
+    state, changes = rulebook.status("problem 27")
+    assert state == "changed" and any("code_sha256" in c for c in changes)
+    assert rulebook.status("problem 6") == ("locked", [])  # declares no such module
+
+
 def test_a_cause_is_not_part_of_the_rule(lockfile, monkeypatch):
     real = problems.get
     p6 = real(6)

@@ -113,6 +113,9 @@ class Problem:
     settings: dict[str, Any] = field(default_factory=dict)
     tuned: tuple[Tuning, ...] = ()
     seeds: tuple[int, ...] = JUDGED
+    # the environment modules written for this experiment (a variant, a task set): their code
+    # is part of the rule, fingerprinted with the experiment's own module
+    modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         keys = [k for k, _ in self.claims]
@@ -133,14 +136,14 @@ class Problem:
 
 def rule_record(name: str, p: Problem) -> dict:
     """The rule record a lock fingerprints ("problem N", "exercise N"): every claim's rule, the
-    settings, the code of the experiment's module, the tuning records, the judged seeds and the
-    interval, as JSON data."""
+    settings, the code of the experiment's module and of the environment modules it declares,
+    the tuning records, the judged seeds and the interval, as JSON data."""
     return plain(
         {
             "experiment": name,
             "claims": [{"key": key, **c.rule()} for key, c in p.claims],
             "settings": p.settings,
-            "code_sha256": code_sha256([p.measure.__module__]),
+            "code_sha256": code_sha256([p.measure.__module__, *p.modules]),
             "tuned": [
                 {"setting": t.setting, "value": t.value, "seeds": t.seeds, "how": t.how}
                 for t in p.tuned

@@ -630,4 +630,10 @@ PROBLEM_11 = Problem(
         "trainer": "PGConfig defaults otherwise (lr 3e-4, 8 tasks x 8 episodes a step)",
     },
     tuned=TUNED,
+    modules=(
+        "arl.bugfix.checkout",
+        "arl.bugfix.leak",
+        "arl.bugfix.leak_tasks",
+        "arl.bugfix.leak_policies",
+    ),
 )

@@ -689,4 +689,5 @@ PROBLEM_27 = Problem(
         "trainer": "PGConfig defaults (lr 3e-4, 8 tasks x 8 episodes, truncation zero)",
     },
     tuned=TUNED_THINK,
+    modules=("arl.bugfix.think",),
 )
