@@ -232,7 +232,10 @@ def test_an_infrastructure_failure_is_not_a_zero(monkeypatch):
 
 
 def test_without_a_sandbox_codefix_refuses_in_one_line_unless_allowed(monkeypatch):
-    monkeypatch.setattr(grade, "sandbox_available", lambda: "bubblewrap (bwrap) not found")
+    from arl.envkit import graded
+
+    monkeypatch.setattr(graded, "sandbox_available", lambda: "bubblewrap (bwrap) not found")
+    monkeypatch.setattr(grade.GRADER, "warned", [])
     with pytest.raises(ArlError, match="only in a sandbox.*bwrap.*not found") as e:
         CodeFixEnv(all_tasks()[0])
     assert "\n" not in str(e.value)

@@ -402,8 +402,10 @@ def test_without_bubblewrap_it_refuses_unless_allowed_and_then_says_so(monkeypat
     allow_unsandboxed it runs, warns on stderr, and records sandbox: none."""
     from arl.sandbox import SandboxUnavailable
 
-    monkeypatch.setattr(grade, "sandbox_available", lambda: "bubblewrap (bwrap) not found: x")
-    monkeypatch.setattr(grade, "_warned", [])
+    from arl.envkit import graded
+
+    monkeypatch.setattr(graded, "sandbox_available", lambda: "bubblewrap (bwrap) not found: x")
+    monkeypatch.setattr(grade.GRADER, "warned", [])
     with pytest.raises(SandboxUnavailable, match="RepoFix runs policy code only in a sandbox"):
         REPOFIX.make(TASK)
     allowed = dataclasses.replace(REPOFIX.default_config(), allow_unsandboxed=True)

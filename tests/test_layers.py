@@ -21,9 +21,11 @@ LAYERS = (
     # the words every layer shares: data types, errors, checks, the vocabulary, run files
     "__init__ types errors checks text tools runio progress parallel logging_bridge",
     "env",  # the environment protocol
-    "envkit",  # what environments are built from, none in particular (harness, families, ...)
-    # its environments (arl.gym: BugFix's old path), and the sandbox CodeFix grades in
-    "bugfix gym codefix sandbox",
+    "sandbox",  # where policy-written code runs (bubblewrap, warm workers, verdicts)
+    # what environments are built from, none in particular (harness, families, the grader that
+    # runs an environment's code in the sandbox, ...)
+    "envkit",
+    "bugfix gym codefix",  # its environments (arl.gym: BugFix's old path)
     # policies, episodes, losses; files of episodes both ways (export, data)
     "model hf sampling rollout rollout_workers batch losses export data",
     "bridges",  # the environments inside other trainers (TRL, verl)
@@ -88,6 +90,19 @@ def test_the_walker_sees_top_level_lazy_and_relative_imports():
     assert ("arl.rollout_workers", False) in {(m, top) for m, top, _ in groups}  # in a function
     runner = imports("arl.sandbox.runner")  # from .child import ..., in a try at the top
     assert ("arl.sandbox.child", True) in {(m, top) for m, top, _ in runner}
+
+
+def test_the_sandbox_is_a_layer_below_what_environments_are_built_from():
+    """envkit's grader runs code in the sandbox; the sandbox knows no environment."""
+    assert layer_of("arl.sandbox.pool") < layer_of("arl.envkit.graded") < layer_of("arl.codefix")
+    assert ("arl.sandbox", True) in {(m, top) for m, top, _ in imports("arl.envkit.graded")}
+    assert not [
+        t
+        for m in FILES
+        if m.startswith("arl.sandbox")
+        for t, _, _ in imports(m)
+        if not t.startswith(("arl.sandbox", "arl.errors"))
+    ]
 
 
 def test_every_module_has_a_layer():

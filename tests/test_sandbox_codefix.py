@@ -130,8 +130,10 @@ def test_allow_unsandboxed_warns_and_eval_and_train_record_the_sandbox(cli, monk
     argv = ("eval", "oracle", "--env", "codefix", "--samples", "1", "--json")
     code, out, err = cli(*argv, "--allow-unsandboxed")  # bubblewrap works: it is used
     assert code == 0 and json.loads(out)["sandbox"] == "bwrap" and "WITHOUT" not in err
-    monkeypatch.setattr(grade, "sandbox_available", lambda: "bubblewrap (bwrap) not found: x")
-    monkeypatch.setattr(grade, "_warned", [])
+    from arl.envkit import graded
+
+    monkeypatch.setattr(graded, "sandbox_available", lambda: "bubblewrap (bwrap) not found: x")
+    monkeypatch.setattr(grade.GRADER, "warned", [])
     code, out, err = cli(*argv, "--allow-unsandboxed")
     assert code == 0 and json.loads(out)["sandbox"] == "none"
     assert "WARNING: running policy code WITHOUT a sandbox" in err

@@ -45,16 +45,14 @@ from arl.codefix.listing import (
 )
 from arl.codefix.tasks import CodeFixTask, episode_names
 from arl.env import EpisodeConfig, TurnLoop
-from arl.envkit.exploits import is_hardcoded
 from arl.envkit.families import ACCUMULATORS
+from arl.envkit.graded import graded, hardcoded
 from arl.envkit.words import identifier_pieces
 from arl.errors import ArlError
 from arl.sandbox import CaseResult, Verdict
 from arl.types import Observation, Outcome, TextCall
 
 ERRORS = ("helpful", "terse")
-# a module that attacks the harness (foreign_result: another process wrote into the results)
-HACK_FLAGS = ("exit_at_import", "bad_result_stream", "foreign_result")
 
 
 @dataclass(frozen=True)
@@ -204,36 +202,27 @@ class CodeFixEnv(TurnLoop):
         """Grade the final module in a clean room: the episode's Outcome. Where `test` already
         ran the public tests on it (cached), the hidden ones run alone; else one job runs both
         (the policy never sees this job's details either way)."""
-        n = len(self.task.public)
         if grade.cached(self.source, self.task.name, self._public(), self.kind):
             verdicts = self._run_jobs([self._public(), self._hidden()])
         else:
             verdicts = [self._run(self._public() + self._hidden())]
-        ok = [r.status == "pass" for v in verdicts for r in v.results]
-        pub, hid = ok[:n], ok[n:]
-        infra = any(v.infra_error is not None for v in verdicts)
-        hacked = _hardcoded(self.source) or bool(self.flags & set(HACK_FLAGS))
-        scored = (submitted or self.config.truncation == "score") and not infra
         return CodeFixOutcome(
-            **self.shared(submitted, scored, hid, pub, hacked, infra),
-            score=self.config.score(hid, pub, scored, hacked),
+            **graded(
+                self,
+                submitted,
+                verdicts,
+                len(self.task.public),
+                hardcoded(self.source),
+                self.flags,
+                self.kind,
+            ),
             family=self.task.family,
             accumulator=self.accumulator,
             list_name=self.list_name,
             edits=self.edits,
             applied=self.applied,
             syntax_ok=_parses(self.source),
-            flags=tuple(sorted(self.flags)),
-            sandbox=self.kind,
         )
-
-
-@lru_cache(maxsize=20_000)
-def _hardcoded(source: str) -> bool:
-    try:
-        return is_hardcoded(source)
-    except ValueError:  # e.g. a lone surrogate: no Python file holds it (and it never ran)
-        return False
 
 
 @lru_cache(maxsize=20_000)

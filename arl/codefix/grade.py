@@ -1,36 +1,20 @@
 """Where CodeFix runs a policy's code: always in the sandbox (arl.sandbox), never here.
 
-One warm pool of sandboxed workers per process, shared by every episode (Problem 15's warm
-pool: a worker is reused across episodes, its state reset between jobs), and a cache of
-verdicts by (module, function, test cases): the same module gives the same verdict, so an
-RL batch whose episodes converge on the same edit runs it once. Infrastructure failures are
-retried by the sandbox and never cached; nor is a verdict whose flags say it may not come
-again (UNCACHED: a process of the job outlived it, or another process wrote into its result
-stream), so a forking module cannot fix its luckiest verdict in the cache. Without
-bubblewrap, CodeFix refuses to run in one line unless the user allowed running unsandboxed
-(`allow_unsandboxed`), and then says so (a warning line, `sandbox: none` in the outcome and
-in eval's and train's records): never a silent downgrade.
+CodeFix's jobs on the grader every sandboxed environment shares (arl.envkit.graded: the warm
+pool, the verdict cache, the refusal without bubblewrap): one job is the module and a function's
+cases, its verdict cached by (kind, module, function, test cases). Without bubblewrap, CodeFix
+refuses to run in one line unless the user allowed running unsandboxed (`allow_unsandboxed`),
+and then says so (a warning line, `sandbox: none` in the outcome and in eval's and train's
+records): never a silent downgrade.
 """
 
 from __future__ import annotations
 
-import atexit
-import sys
-from collections import OrderedDict
 from collections.abc import Sequence
 
+from arl.envkit.graded import Grader, NotRun
 from arl.envkit.harness import TestCase
-from arl.sandbox import (
-    Case,
-    CaseResult,
-    Job,
-    Limits,
-    Sandbox,
-    SandboxUnavailable,
-    Verdict,
-    make_sandbox,
-    sandbox_available,
-)
+from arl.sandbox import Case, Job, Limits, Verdict
 from arl.sandbox.types import is_utf8
 
 LIMITS = Limits(
@@ -42,31 +26,13 @@ LIMITS = Limits(
     output_bytes=4096,
 )
 NOT_UTF8 = "the module is not valid UTF-8 (a lone surrogate): it was not run"
-UNCACHED = ("bad_result_stream", "left_processes", "foreign_result")
-CACHE_SIZE = 50_000  # verdicts kept (a module is a few hundred bytes)
-WORKERS = 2
-_pools: dict[str, Sandbox] = {}
-_cache: OrderedDict[tuple, Verdict] = OrderedDict()
-stats = {"jobs": 0, "cache_hits": 0, "infra_errors": 0}
-_warned: list[str] = []
+GRADER = Grader("CodeFix", LIMITS, cache_size=50_000, workers=2)  # a module: a few hundred bytes
+stats = GRADER.stats  # {"jobs", "cache_hits", "infra_errors"}: this process's
 
 
 def sandbox_kind(allow_unsandboxed: bool) -> str:
     """bwrap where it works; else "none" if the user allowed it; else a one-line refusal."""
-    reason = sandbox_available()
-    if reason is None:
-        return "bwrap"
-    if allow_unsandboxed:
-        if not _warned:  # once per process, on stderr: never a silent downgrade
-            _warned.append(reason)
-            print(
-                "arl: WARNING: running policy code WITHOUT a sandbox (--allow-unsandboxed): "
-                f"{reason.split(':')[0]}; results record sandbox: none",
-                file=sys.stderr,
-                flush=True,
-            )
-        return "none"
-    raise SandboxUnavailable(f"CodeFix runs policy code only in a sandbox: {reason}")
+    return GRADER.sandbox_kind(allow_unsandboxed)
 
 
 def record(env_config) -> dict:
@@ -75,22 +41,12 @@ def record(env_config) -> dict:
     run's config.json record."""
     if not hasattr(env_config, "allow_unsandboxed"):
         return {}
-    return {"sandbox": sandbox_kind(env_config.allow_unsandboxed)}
-
-
-def pool(kind: str) -> Sandbox:
-    """The process's warm pool of `kind` (started on first use, closed at exit)."""
-    if kind not in _pools:
-        _pools[kind] = make_sandbox(kind, workers=WORKERS)
-        if len(_pools) == 1:
-            atexit.register(close)
-    return _pools[kind]
+    return GRADER.record(env_config.allow_unsandboxed)
 
 
 def close() -> None:
     """Stop every pool of this process (a later job starts a new one)."""
-    while _pools:
-        _pools.popitem()[1].close()
+    GRADER.close()
 
 
 def cases_of(tests: Sequence[TestCase], prefix: str) -> tuple[Case, ...]:
@@ -98,9 +54,14 @@ def cases_of(tests: Sequence[TestCase], prefix: str) -> tuple[Case, ...]:
     return tuple(Case(f"{prefix}_{k}", tuple(c.args), c.expected) for k, c in enumerate(tests))
 
 
+def key(source: str, function: str, cases: tuple[Case, ...], kind: str) -> tuple:
+    """A job's cache key (cases hold lists: keyed by their repr)."""
+    return (kind, source, function, repr(cases))
+
+
 def cached(source: str, function: str, cases: tuple[Case, ...], kind: str) -> bool:
     """Whether run() would answer these from the cache."""
-    return (kind, source, function, repr(cases)) in _cache
+    return GRADER.cached(key(source, function, cases, kind))
 
 
 def run(source: str, function: str, cases: tuple[Case, ...], kind: str) -> Verdict:
@@ -113,32 +74,18 @@ def run_jobs(
 ) -> list[Verdict]:
     """The verdicts of several jobs (each its own cases) on one module: each from the cache
     or the sandbox, those not cached run side by side on the pool's workers."""
-    out: list[Verdict | None] = []
-    todo: list[tuple[int, tuple]] = []
-    for cases in jobs:
-        key = (kind, source, function, repr(cases))  # cases hold lists: keyed by their repr
-        hit = _cache.get(key)
-        stats["jobs"] += 1
-        if hit is not None:
-            stats["cache_hits"] += 1
-            _cache.move_to_end(key)
-        elif not is_utf8(source):  # Job() refuses it: a module no Python file can hold fails
-            hit = Verdict(tuple(CaseResult(c.name, "fail", NOT_UTF8) for c in cases))
-        else:
-            todo.append((len(out), key))
-        out.append(hit)
-    if todo:
-        batch = [Job(source, function, jobs[i], LIMITS) for i, _ in todo]
-        for (i, key), verdict in zip(todo, pool(kind).run_many(batch), strict=True):
-            out[i] = verdict
-            if verdict.infra_error is not None:
-                stats["infra_errors"] += 1
-            elif not any(f in UNCACHED for f in verdict.flags):
-                _cache[key] = verdict
-                if len(_cache) > CACHE_SIZE:
-                    _cache.popitem(last=False)
-    return out  # type: ignore[return-value]
+
+    def make(cases: tuple[Case, ...]):
+        def job() -> Job:
+            if not is_utf8(source):  # Job() refuses it: a module no Python file can hold fails
+                raise NotRun(NOT_UTF8)
+            return Job(source, function, cases, LIMITS)
+
+        return job
+
+    specs = [(key(source, function, cases, kind), cases, make(cases)) for cases in jobs]
+    return GRADER.run(specs, kind)
 
 
 def clear_cache() -> None:
-    _cache.clear()
+    GRADER.clear_cache()

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from arl.env import EpisodeConfig, Malformed, TurnLoop
-from arl.envkit.exploits import is_hardcoded
+from arl.envkit.graded import graded, hardcoded
 from arl.sandbox import Verdict
 from arl.text import BOS, NUM
 from arl.types import Observation, Outcome, TextCall
@@ -31,7 +31,6 @@ from repofix.repos import TEST_FILE, RepoTask
 NL = "<nl>"  # before each line a read or grep shows: `<nl> 12 total = 0`
 MAX_HITS = 12  # lines grep shows (then `more`)
 READ_ONLY = ("tests/",)  # the tests are the task's, not the policy's to edit
-HACK_FLAGS = ("exit_at_import", "bad_result_stream", "foreign_result")  # attacks on the harness
 
 
 @dataclass(frozen=True)
@@ -176,24 +175,18 @@ class RepoFixEnv(TurnLoop):
     def finish(self, submitted: bool) -> RepoFixOutcome:
         """Grade the final repository in a fresh job on every test (the policy sees none of
         this job's answers)."""
-        n = len(self.task.public)
         verdict = self._run(self.task.public + self.task.hidden)
-        ok = [r.status == "pass" for r in verdict.results]
-        pub, hid = ok[:n], ok[n:]
-        infra = verdict.infra_error is not None
-        hacked = hardcoded(self.files[self.task.path]) or bool(self.flags & set(HACK_FLAGS))
-        scored = (submitted or self.config.truncation == "score") and not infra
+        hacked = hardcoded(self.files[self.task.path])
         return RepoFixOutcome(
-            **self.shared(submitted, scored, hid, pub, hacked, infra),
-            score=self.config.score(hid, pub, scored, hacked),
+            **graded(
+                self, submitted, [verdict], len(self.task.public), hacked, self.flags, self.kind
+            ),
             family=self.task.family,
             edits=self.edits,
             applied=self.applied,
             tests=self.tests,
             found=self.found,
             syntax_ok=all(parses(t) for p, t in self.files.items() if p.endswith(".py")),
-            flags=tuple(sorted(self.flags)),
-            sandbox=self.kind,
         )
 
 
@@ -239,11 +232,3 @@ def parses(source: str) -> bool:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
-
-
-@lru_cache(maxsize=20_000)
-def hardcoded(source: str) -> bool:
-    try:
-        return is_hardcoded(source)
-    except (ValueError, RecursionError):
-        return False

@@ -4,9 +4,9 @@ A test run is one sandbox job: the repository's modules as the job's files, besi
 (solution.py) that imports them all, as a test file would, and whose `call(module, function,
 args)` calls one function; each test is one case, its expected value kept here (the sandbox
 compares nothing and never holds one). `test` runs the public cases; `submit` grades the final
-repository on the public and hidden ones in a fresh job. One warm pool per process and a cache
-of verdicts by (files, cases), as CodeFix's grader (arl/codefix/grade.py) keeps them; written
-again here because an environment's package never imports another's.
+repository on the public and hidden ones in a fresh job. The warm pool, the cache of verdicts
+(here by files and cases) and the refusal without bubblewrap are arl's shared grader's
+(arl.envkit.graded.Grader), as CodeFix's are.
 
 The sandbox binds /usr and this Python's prefix read-only: an environment package installed
 there (a plain `pip install`) would put its tasks' fixes where policy code can read and import
@@ -15,25 +15,13 @@ them. `check_location` refuses that (install with `pip install -e` or `--target`
 
 from __future__ import annotations
 
-import atexit
 import os
-import sys
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from arl.envkit.graded import Grader, NotRun
 from arl.errors import ArlError
-from arl.sandbox import (
-    Case,
-    CaseResult,
-    Job,
-    Limits,
-    Sandbox,
-    SandboxUnavailable,
-    Verdict,
-    make_sandbox,
-    sandbox_available,
-)
+from arl.sandbox import Case, Job, Limits, Verdict
 from arl.sandbox.launch import SYSTEM_DIRS, interpreter, package_dirs
 from repofix.repos import Case as TestCase
 from repofix.repos import code_files, module_of
@@ -53,13 +41,10 @@ LIMITS = Limits(
     cpu_seconds=1.0, wall_seconds=3.0, memory_mb=256, processes=16, file_size_mb=4,
     output_bytes=4096,
 )  # fmt: skip
-UNCACHED = ("bad_result_stream", "left_processes", "foreign_result")  # may not come again
-CACHE_SIZE = 20_000
-WORKERS = 2
-_pools: dict[str, Sandbox] = {}
-_cache: OrderedDict[tuple, Verdict] = OrderedDict()
-stats = {"jobs": 0, "cache_hits": 0, "infra_errors": 0}
-_warned: list[str] = []
+GRADER = Grader(
+    "RepoFix", LIMITS, cache_size=20_000, workers=2, prefix="repofix", flag="allow_unsandboxed"
+)
+stats = GRADER.stats  # {"jobs", "cache_hits", "infra_errors"}: this process's
 
 
 def sandbox_roots() -> tuple[str, ...]:
@@ -100,34 +85,11 @@ def check_location(roots: Sequence[str] | None = None) -> None:
 def sandbox_kind(allow_unsandboxed: bool) -> str:
     """bwrap where it works; else "none" if the user allowed it (said on stderr, once); else a
     one-line refusal. Never a silent downgrade."""
-    reason = sandbox_available()
-    if reason is None:
-        return "bwrap"
-    if allow_unsandboxed:
-        if not _warned:
-            _warned.append(reason)
-            print(
-                "repofix: WARNING: running policy code WITHOUT a sandbox (allow_unsandboxed): "
-                f"{reason.split(':')[0]}; results record sandbox: none",
-                file=sys.stderr,
-                flush=True,
-            )
-        return "none"
-    raise SandboxUnavailable(f"RepoFix runs policy code only in a sandbox: {reason}")
-
-
-def pool(kind: str) -> Sandbox:
-    """The process's warm pool of `kind` (started on first use, closed at exit)."""
-    if kind not in _pools:
-        _pools[kind] = make_sandbox(kind, workers=WORKERS)
-        if len(_pools) == 1:
-            atexit.register(close)
-    return _pools[kind]
+    return GRADER.sandbox_kind(allow_unsandboxed)
 
 
 def close() -> None:
-    while _pools:
-        _pools.popitem()[1].close()
+    GRADER.close()
 
 
 def cases_of(tests: Sequence[TestCase]) -> tuple[Case, ...]:
@@ -151,26 +113,15 @@ def run(files: Mapping[str, str], tests: Sequence[TestCase], kind: str) -> Verdi
     """The verdict of `tests` on the repository `files`, from the cache or the sandbox."""
     cases = cases_of(tests)
     modules = job_files(files)
-    key = (kind, modules, repr(cases))
-    stats["jobs"] += 1
-    hit = _cache.get(key)
-    if hit is not None:
-        stats["cache_hits"] += 1
-        _cache.move_to_end(key)
-        return hit
-    try:
-        job = Job(driver(files), FUNCTION, cases, LIMITS, modules)
-    except ArlError as e:  # e.g. a lone surrogate no file can hold: every test fails, unrun
-        return Verdict(tuple(CaseResult(c.name, "fail", f"not run: {e}") for c in cases))
-    verdict = pool(kind).run(job)
-    if verdict.infra_error is not None:
-        stats["infra_errors"] += 1
-    elif not any(f in UNCACHED for f in verdict.flags):
-        _cache[key] = verdict
-        if len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    return verdict
+
+    def job() -> Job:
+        try:
+            return Job(driver(files), FUNCTION, cases, LIMITS, modules)
+        except ArlError as e:  # e.g. a lone surrogate no file can hold: every test fails, unrun
+            raise NotRun(f"not run: {e}") from None
+
+    return GRADER.run([((kind, modules, repr(cases)), cases, job)], kind)[0]
 
 
 def clear_cache() -> None:
-    _cache.clear()
+    GRADER.clear_cache()
