@@ -88,6 +88,18 @@ class Gymnasium:
 
 
 @dataclass(frozen=True)
+class EpisodeFiles:
+    """An episode's files, path -> text: as they are now, as its task gave them (the bug in
+    one of them) and as they are when fixed. What `arl audit env` (arl.eval.audit) compares
+    tool answers with: a line of the fixed files that no given file holds is a secret, and an
+    answer may show what the files hold now. One file or a whole repository alike."""
+
+    now: Mapping[str, str]
+    given: Mapping[str, str]
+    fixed: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class Environment:
     """An environment, assembled from its parts: its tasks, its episodes, the words TinyAgent
     speaks on it, its scripted policies (and which plays each role), its tools as a model
@@ -121,6 +133,10 @@ class Environment:
     # its words as a real model reads them (an Observation's text): a chat model's pretraining
     # text is `text(words)` of each corpus entry (arl.train.tool_model)
     text: Callable[[Sequence[str]], str] = " ".join
+    # the files of an episode just played on (`files(env)`), for `arl audit env`: a multi-file
+    # environment declares them whole. None: the episode's one file, its `source` (as now) and
+    # its `instance` (buggy_source, correct_source) or `task.instance(...)` (BugFix, CodeFix)
+    files: Callable[[Any], EpisodeFiles] | None = None
 
     def __post_init__(self) -> None:
         for role in ROLES:

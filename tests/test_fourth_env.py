@@ -246,10 +246,28 @@ LEAKY = dataclasses.replace(
 )
 
 
+def test_the_audit_reads_the_whole_repository_from_the_declaration():
+    """RepoFix declares its episodes' files (`Environment.files`), the repository whole, and
+    carries nothing else for the audit (no undeclared `source` or `instance`): a fix line
+    another file holds (`total = 0`) is no secret; one no file holds is."""
+    from arl.eval.audit import current, episode_secrets, files_of, squeeze
+
+    env = REPOFIX.make(TASK)
+    env.reset(seed=0)
+    assert not hasattr(env, "source") and not hasattr(env, "instance")
+    files = files_of(env, REPOFIX)
+    assert dict(files.given) == TASK.repository() and dict(files.fixed) == TASK.fixed()
+    assert len(files.now) > 1 and squeeze(files.now[TASK.path]) in current(env, REPOFIX)
+    assert episode_secrets(env, REPOFIX).fix == ()  # `total = 0` is in other files too
+    arith = REPOFIX.make(get_task("total_value_arith"))
+    arith.reset(seed=0)
+    assert episode_secrets(arith, REPOFIX).fix == ("total+=item['price']*item['qty']",)
+
+
 def test_the_leak_audit_reads_repofix_and_finds_a_leak_put_in(monkeypatch):
-    """`arl audit env` on RepoFix (its episodes carry what the audit reads: env.instance and
-    env.source, the whole repository, and task.public and task.hidden): clean; with `test`
-    printing the hidden tests' calls, it finds them."""
+    """`arl audit env` on RepoFix (the files its declaration gives, the whole repository, and
+    task.public and task.hidden): clean; with `test` printing the hidden tests' calls, it
+    finds them."""
     from arl.eval.audit import audit
 
     registry = {
@@ -400,9 +418,8 @@ def test_the_package_refuses_to_run_where_the_sandbox_would_show_it():
 def test_without_bubblewrap_it_refuses_unless_allowed_and_then_says_so(monkeypatch, capsys):
     """No silent downgrade: without a sandbox an episode is refused in one line; with
     allow_unsandboxed it runs, warns on stderr, and records sandbox: none."""
-    from arl.sandbox import SandboxUnavailable
-
     from arl.envkit import graded
+    from arl.sandbox import SandboxUnavailable
 
     monkeypatch.setattr(graded, "sandbox_available", lambda: "bubblewrap (bwrap) not found: x")
     monkeypatch.setattr(grade.GRADER, "warned", [])

@@ -24,7 +24,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from arl.env import Environment, Task, get_environment
+from arl.env import Environment, EpisodeFiles, Task, environment_of, get_environment
 from arl.text import END
 from arl.types import Observation
 
@@ -51,19 +51,34 @@ def test_args(case) -> str:
     return squeeze(", ".join(repr(a) for a in case.args))
 
 
-def sources_of(env) -> tuple[str, str]:
-    """(buggy, correct) source of the episode just reset: BugFix and its variants keep the
-    episode's task as `instance`; CodeFix renames its module per episode."""
+def files_of(env, environment: Environment | None = None) -> EpisodeFiles:
+    """The files of the episode just reset or played on: those its environment declares
+    (`Environment.files`: a repository, whole); else its one file, `source` as it is now and
+    (buggy, correct) from `instance` (BugFix and its variants keep the episode's task there) or
+    from `task.instance` (CodeFix renames its module per episode)."""
+    environment = environment or environment_of(env.task)
+    if environment.files is not None:
+        return environment.files(env)
     if hasattr(env, "instance"):
-        return env.instance.buggy_source, env.instance.correct_source
-    return env.task.instance(env.accumulator, env.list_name)
+        buggy, correct = env.instance.buggy_source, env.instance.correct_source
+    else:
+        buggy, correct = env.task.instance(env.accumulator, env.list_name)
+    return EpisodeFiles({"": env.source}, {"": buggy}, {"": correct})
 
 
-def episode_secrets(env) -> Secrets:
-    """The secrets of the episode just reset: its fix lines and its hidden tests' arguments."""
-    buggy, correct = sources_of(env)
-    bad = {squeeze(line) for line in buggy.splitlines()}
-    fix = [squeeze(line) for line in correct.splitlines() if squeeze(line) not in bad]
+def current(env, environment: Environment | None = None) -> str:
+    """Every file of the episode as it is now, squeezed: what an answer may show."""
+    return squeeze("\n".join(files_of(env, environment).now.values()))
+
+
+def episode_secrets(env, environment: Environment | None = None) -> Secrets:
+    """The secrets of the episode just reset: its fix lines (lines of the fixed files that no
+    given file holds: a line the fix shares with another file is no secret, a reader sees it
+    there) and its hidden tests' arguments."""
+    files = files_of(env, environment)
+    bad = {squeeze(line) for text in files.given.values() for line in text.splitlines()}
+    fixed = [squeeze(line) for text in files.fixed.values() for line in text.splitlines()]
+    fix = [s for s in fixed if s not in bad]
     public = {test_args(c) for c in env.task.public}
     hidden = [test_args(c) for c in env.task.hidden]
     return Secrets(
@@ -108,13 +123,13 @@ def play(environment: Environment, task: Task, policy: Policy, seed: int, tally:
     """One episode of a scripted policy, every answer (the issue first) checked."""
     env = environment.make(task, environment.default_config())
     prompt, _ = env.reset(seed=seed)
-    secrets, rng = episode_secrets(env), random.Random(seed)
+    secrets, rng = episode_secrets(env, environment), random.Random(seed)
     tally.episodes += 1
-    tally.check(prompt, secrets, squeeze(env.source), "(the issue)")
+    tally.check(prompt, secrets, current(env, environment), "(the issue)")
     history, limit = [list(prompt.words)], env.config.max_call_tokens
     while True:
         call = policy(history, rng)[:limit]
-        now = squeeze(env.source)
+        now = current(env, environment)
         obs, _, terminated, truncated, outcome = env.step(call)
         tally.check(obs, secrets, now, " ".join(w for w in call if w != END))
         if outcome is not None:

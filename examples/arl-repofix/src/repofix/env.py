@@ -15,10 +15,9 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from types import SimpleNamespace
 from typing import Any, ClassVar
 
-from arl.env import EpisodeConfig, Malformed, TurnLoop
+from arl.env import EpisodeConfig, EpisodeFiles, Malformed, TurnLoop
 from arl.envkit.graded import graded, hardcoded
 from arl.sandbox import Verdict
 from arl.text import BOS, NUM
@@ -81,19 +80,6 @@ class RepoFixEnv(TurnLoop):
         self.kind = grade.sandbox_kind(self.config.allow_unsandboxed)
         self.files: dict[str, str] = task.repository()
         self.done = True
-        # what `arl audit env` reads of an episode (arl/eval/audit.py), though the protocol
-        # does not declare it: the source, buggy and fixed. Here the source is the whole
-        # repository: a line the fix shares with another file (`total = 0`) is no secret,
-        # since the repository shows it to any reader
-        self.instance = SimpleNamespace(
-            buggy_source=repository_text(task.repository()),
-            correct_source=repository_text(task.fixed()),
-        )
-
-    @property
-    def source(self) -> str:
-        """The repository as it is now, one text (what `arl audit env` compares answers with)."""
-        return repository_text(self.files)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -190,9 +176,11 @@ class RepoFixEnv(TurnLoop):
         )
 
 
-def repository_text(files: dict[str, str]) -> str:
-    """Every file, each after a `# PATH` line: the repository as one text."""
-    return "\n".join(f"# {path}\n{text}" for path, text in files.items())
+def episode_files(env: RepoFixEnv) -> EpisodeFiles:
+    """The episode's repository, whole (`Environment.files`: what `arl audit env` reads): as it
+    is now, as the task gave it and fixed. A line the fix shares with another file (`total =
+    0`) is no secret: the repository shows it to any reader."""
+    return EpisodeFiles(dict(env.files), env.task.repository(), env.task.fixed())
 
 
 def grep(files: dict[str, str], pattern: str) -> Observation:

@@ -17,7 +17,7 @@ from arl.sandbox import STATUSES
 from arl.text import BOS, END, NUM, UNK
 from arl.tools import Param, Tool, ToolCall, ToolSet
 from repofix.code import words
-from repofix.env import NL, RepoFixConfig, RepoFixEnv, RepoFixOutcome
+from repofix.env import NL, RepoFixConfig, RepoFixEnv, RepoFixOutcome, episode_files
 from repofix.grammar import (
     MALFORMED_REASONS,
     TOOLS,
@@ -175,6 +175,7 @@ REPOFIX = Environment(
     title="RepoFix",
     tools=TOOLSET,
     gymnasium=Gymnasium(GYMNASIUM_ID, "repofix.gymnasium_env:RepoFixGymnasiumEnv"),
+    files=episode_files,  # the whole repository, for `arl audit env`
 )
 
 
