@@ -204,6 +204,23 @@ BEFORE = [
 ]
 
 
+def test_keys_list_the_environment_named_and_distill_needs_no_teacher_to_list_them(cli):
+    """`--keys` is read once the line is parsed: `--env NAME` on either side of it lists that
+    environment's fields at PG's defaults for it; distill's at its own defaults, no teacher."""
+    code, out, err = cli("train", "pg", "--keys", "--env", "codefix")
+    assert code == 0 and err == "" and "env.name=codefix " in out
+    assert "env.max_call_tokens=16 " in out and "env.zero_exploits=true " in out
+    assert "env.flaky_prob" not in out and "env.judge_reward" not in out  # BugFix's own fields
+    assert cli("train", "pg", "--env", "codefix", "--keys")[1] == out
+    code, bugfix, _ = cli("train", "pg", "--keys", "--env", "bugfix")
+    assert code == 0 and "env.flaky_prob=0.0 " in bugfix and "env.errors" not in bugfix
+    code, distill, err = cli("train", "distill", "--keys", "--env", "codefix")
+    assert code == 0 and err == "" and "env.name=codefix " in distill
+    assert "teacher_weight=1.0 " in distill and "lr=0.0001 " in distill
+    code, _, err = cli("train", "distill", "--quiet")  # to train, a teacher is needed
+    assert code == 2 and "--teacher" in err and err.count("\n") == 1
+
+
 @pytest.mark.parametrize("recipe, argv, changed", BEFORE)
 def test_old_command_lines_build_the_configs_they_built_before(recipe, argv, changed):
     expected = replace(CONFIGS[recipe](), **changed)

@@ -344,18 +344,8 @@ def describe_keys(keys: Mapping[str, Key]) -> str:
     return "\n".join(rows)
 
 
-class _ListKeys(argparse.Action):
-    """Print every key (describe_keys) and exit, as --help does."""
-
-    def __init__(self, option_strings, dest, keys=None, **kw) -> None:
-        super().__init__(option_strings, argparse.SUPPRESS, nargs=0, **kw)
-        self.keys = keys
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        print(describe_keys(_resolve(self.keys)))  # to stdout, as --help
-        parser.exit()
-
-
-def add_keys_flag(parser: argparse.ArgumentParser, keys: Keys, help: str) -> None:
-    """`--keys`: list every key with its default, kind and help, and exit."""
-    parser.add_argument("--keys", action=_ListKeys, keys=keys, help=help)
+def add_keys_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    """`--keys`: list every key with its default, kind and help, and exit. Read after the
+    whole line is parsed (the command prints describe_keys of the keys it means), so a flag
+    after it (`--keys --env codefix`) still counts and nothing else is required."""
+    parser.add_argument("--keys", action="store_true", help=help)

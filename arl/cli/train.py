@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from arl.cli.config_flags import (
     add_keys_flag,
     add_set_flag,
     config_keys,
+    describe_keys,
     given_values,
     merge,
     parse_pair,
@@ -28,7 +29,7 @@ from arl.env import NAMES, get_environment
 from arl.errors import ArlError
 from arl.progress import Progress
 from arl.runio import read_json
-from arl.train.pg_config import PGConfig, env_types, make_config, unknown_key
+from arl.train.pg_config import PGConfig, default_env, env_types, make_config, unknown_key
 from arl.train.policy import INITS, check_policy_spec, load_policy
 
 
@@ -60,6 +61,28 @@ def pg_keys() -> dict[str, Key]:
     """Every settable PGConfig key (config_flags, as every recipe's): the environment's dotted,
     over both environments' configs ('env.reward', 'env.errors')."""
     return config_keys(PGConfig, nested={"env": env_types()})
+
+
+def env_keys(name: str) -> dict[str, Key]:
+    """PGConfig's keys with one environment's config as `env` (its fields, at the defaults PG
+    gives them: arl.train.pg_config.default_env)."""
+    env = default_env(name)
+    keys = config_keys(PGConfig, nested={"env": (type(env),)})
+    return {
+        k: replace(key, default=getattr(env, k[4:])) if k.startswith("env.") else key
+        for k, key in keys.items()
+    }
+
+
+def list_keys(args: argparse.Namespace, defaults: dict | None = None) -> int:
+    """`--keys`: every --set key, with its default, kind and meaning (those of `--env NAME`'s
+    config when given, else every environment's fields); `defaults`: a recipe's own."""
+    keys = env_keys(args.env) if args.env else pg_keys()
+    keys = {
+        k: replace(key, default=(defaults or {}).get(k, key.default)) for k, key in keys.items()
+    }
+    print(describe_keys(keys))
+    return 0
 
 
 def parse_overrides(pairs: Sequence[str], base: dict | None = None) -> dict[str, Any]:
@@ -197,6 +220,8 @@ def refuse_conflicts(args: argparse.Namespace, values: dict) -> None:
 
 
 def cmd_pg(args: argparse.Namespace) -> int:
+    if args.keys:
+        return list_keys(args)
     resolve_init(args, PG_INIT)
     if args.sweep and args.model:
         raise ArlError("--sweep trains TinyAgents from --init; it does not take --model")
@@ -214,6 +239,10 @@ def cmd_distill(args: argparse.Namespace) -> int:
     (arl.train.distill's defaults under --config and --set)."""
     from arl.train.distill import DISTILL_DEFAULTS
 
+    if args.keys:
+        return list_keys(args, DISTILL_DEFAULTS)
+    if not (args.teacher or args.teacher_model):
+        raise ArlError("train distill: which teacher? give --teacher CKPT or --teacher-model PATH")
     resolve_init(args, PG_INIT)
     values = read_config_file(args.config) if args.config else {}
     refuse_conflicts(args, merge(values, given_values(args)))
@@ -336,7 +365,7 @@ def add_pg_flags(g: argparse.ArgumentParser, keys_help: str) -> None:
     environment, where it runs, and the run folder's handling."""
     g.add_argument("--config", help="a JSON file of PGConfig fields (see examples/pg.json)")
     add_set_flag(g, pg_keys, unknown_key, SET_HELP)
-    add_keys_flag(g, pg_keys, keys_help)
+    add_keys_flag(g, keys_help)
     g.add_argument(
         "--init",
         default=None,
@@ -405,8 +434,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "advantage sg[log pi_teacher - log pi_student]; defaults teacher_weight=1, "
         "reward_weight=0 (no environment reward), filter_cooldown=0, lr=1e-4.",
     )
-    add_pg_flags(d, "list every --set key (train pg's), and exit")
-    who = d.add_mutually_exclusive_group(required=True)
+    add_pg_flags(d, "list every --set key (train pg's, at distill's defaults), and exit")
+    who = d.add_mutually_exclusive_group()  # one is needed to train (cmd_distill), not for --keys
     who.add_argument(
         "--teacher", metavar="CKPT", help="a TinyAgent teacher: a checkpoint, or cold / weak"
     )
