@@ -68,6 +68,14 @@ def vocab_of(environment: Environment | str = "bugfix") -> Vocab:
     return make_vocab(env.words())
 
 
+def vocab_record(environment: Environment | str) -> dict[str, str]:
+    """What a TinyAgent checkpoint records of the environment it speaks: its name and its
+    vocabulary's digest (arl.train.policy reads them: `arl export hf`'s default --env, and
+    check_vocab's comparison of vocabularies)."""
+    env = _get_environment(environment) if isinstance(environment, str) else environment
+    return {"env": env.name, "vocab": vocab_of(env).digest()}
+
+
 def renderer_of(model=None, vocab: Vocab | None = None, environment: Environment | None = None):
     """The policy's own renderer (a real model's chat, told the environment's tool grammar),
     else TinyAgent's words (the environment's vocabulary, BugFix's by default)."""

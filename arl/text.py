@@ -14,6 +14,7 @@ none of them, only the renderer's own special words.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -37,6 +38,11 @@ class Vocab:
 
     def __len__(self) -> int:
         return len(self.words)
+
+    def digest(self) -> str:
+        """16 hex digits of the sha256 of the words in id order: two vocabularies with one
+        word or one id apart differ (a checkpoint records it: arl.rollout.vocab_record)."""
+        return hashlib.sha256("\n".join(self.words).encode()).hexdigest()[:16]
 
     def encode(self, words: Sequence[str]) -> list[int]:
         index, unk = self.index, self.index[UNK]

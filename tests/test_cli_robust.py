@@ -785,13 +785,14 @@ def test_export_hf_on_a_full_disk_leaves_no_folder(capsys, tmp_path, small_init,
         return real(path, data)
 
     monkeypatch.setattr(export, "atomic_write_bytes", full_disk)
-    code, err = _run(["export", "hf", small_init, str(tmp_path / "new" / "hf")], capsys)
+    argv = ["export", "hf", "--env", "bugfix", small_init]
+    code, err = _run([*argv, str(tmp_path / "new" / "hf")], capsys)
     _one_line(code, err)
     assert "No space left on device" in err
     assert len(calls) == 2 and not (tmp_path / "new").exists()
     (tmp_path / "kept").mkdir()  # a folder that was there before stays, empty
     calls.clear()
-    code, err = _run(["export", "hf", small_init, str(tmp_path / "kept")], capsys)
+    code, err = _run([*argv, str(tmp_path / "kept")], capsys)
     assert code == 2 and (tmp_path / "kept").is_dir()
 
 

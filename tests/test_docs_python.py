@@ -108,7 +108,7 @@ def tinyagent_hf(folder: Path, request) -> str:
 
     cli = request.getfixturevalue("cli")
     ckpt = save_checkpoint(request.getfixturevalue("tiny_model"), folder / "ckpt")
-    code, _, err = cli("export", "hf", str(ckpt), str(folder / "hf"))
+    code, _, err = cli("export", "hf", str(ckpt), str(folder / "hf"), "--env", "bugfix")
     assert code == 0, err
     return str(folder / "hf")
 

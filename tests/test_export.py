@@ -7,6 +7,8 @@ from arl.model import TinyAgent, TinyAgentConfig
 from arl.train.checkpoint import save_checkpoint
 from arl.types import POLICY
 
+BUGFIX = ("--env", "bugfix")  # a checkpoint saved here records no environment
+
 
 @pytest.fixture()
 def transformers():
@@ -39,7 +41,9 @@ def exported(tmp_path, vocab, cli, transformers):
     """A random checkpoint saved under tmp_path, exported with `arl export hf`."""
     model = _random_agent(vocab)
     save_checkpoint(model, tmp_path / "ckpt")
-    code, out, err = cli("export", "hf", str(tmp_path / "ckpt"), str(tmp_path / "hf"))
+    code, out, err = cli(
+        "export", "hf", str(tmp_path / "ckpt"), str(tmp_path / "hf"), "--env", "bugfix"
+    )
     assert code == 0, err
     return model, tmp_path / "hf"
 
@@ -125,11 +129,17 @@ def test_export_hf_refuses_bad_input(tmp_path, vocab, cli, transformers):
     save_checkpoint(_random_agent(vocab), run / "ckpt-000004")
     code, _, err = cli("export", "hf", str(run), str(tmp_path / "hf"))
     assert code == 2 and "ckpt-000004" in err and len(err.splitlines()) == 1
-    assert cli("export", "hf", str(run / "ckpt-000004"), str(tmp_path / "hf"))[0] == 0
+    assert (
+        cli("export", "hf", str(run / "ckpt-000004"), str(tmp_path / "hf"), "--env", "bugfix")[0]
+        == 0
+    )
     code, _, err = cli("export", "hf", str(run / "ckpt-000004"), str(tmp_path / "hf"))
     assert code == 2 and "--overwrite" in err
     assert (
-        cli("export", "hf", str(run / "ckpt-000004"), str(tmp_path / "hf"), "--overwrite")[0] == 0
+        cli("export", "hf", str(run / "ckpt-000004"), str(tmp_path / "hf"), "--overwrite", *BUGFIX)[
+            0
+        ]
+        == 0
     )
 
 
@@ -238,14 +248,14 @@ def test_export_hf_folder_holds_only_what_from_pretrained_loads(tmp_path, vocab,
     (out / ".arl-lock").write_text("123")  # an earlier arl's export left its lock and marker
     (out / ".arl-run.json").write_text('{"kind": "export hf"}')
     (out / "special_tokens_map.json").write_text("{}")  # and a file this export does not write
-    code, _, err = cli("export", "hf", str(tmp_path / "ckpt"), str(out), "--overwrite")
+    code, _, err = cli("export", "hf", str(tmp_path / "ckpt"), str(out), "--overwrite", *BUGFIX)
     assert code == 0, err
     names = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
     assert {p.name for p in out.iterdir()} == names
     for p in out.iterdir():
         assert p.stat().st_mode & 0o777 == 0o666 & ~_umask(), p.name
     (out / "notes.txt").write_text("mine")
-    code, _, err = cli("export", "hf", str(tmp_path / "ckpt"), str(out), "--overwrite")
+    code, _, err = cli("export", "hf", str(tmp_path / "ckpt"), str(out), "--overwrite", *BUGFIX)
     assert code == 2 and "notes.txt" in err and len(err.splitlines()) == 1
     assert (out / "notes.txt").read_text() == "mine"
 
@@ -402,7 +412,7 @@ def test_tinyagent_table_in_trl_sft_routes(tmp_path, cli, tiny_model, transforme
     from arl.losses import sft_loss, token_logprobs
 
     ckpt = save_checkpoint(tiny_model, tmp_path / "ckpt")
-    assert cli("export", "hf", str(ckpt), str(tmp_path / "hf"))[0] == 0
+    assert cli("export", "hf", str(ckpt), str(tmp_path / "hf"), *BUGFIX)[0] == 0
     table = tmp_path / "t.parquet"
     code, _, err = cli("export", "trajectories", str(table), "--policy", "oracle", "--samples", "1")
     assert code == 0, err  # Chapter 15's SFT data: calls, tool output, template tokens
@@ -506,7 +516,7 @@ def test_tinyagent_pairs_in_trl_dpo(tmp_path, cli, tiny_model, vocab, transforme
     from arl.losses import episode_logp, token_logprobs
 
     ckpt = save_checkpoint(tiny_model, tmp_path / "ckpt")
-    assert cli("export", "hf", str(ckpt), str(tmp_path / "hf"))[0] == 0
+    assert cli("export", "hf", str(ckpt), str(tmp_path / "hf"), *BUGFIX)[0] == 0
     code, out, err = cli("export", "pairs", str(tmp_path / "p"), "--policy", "blind", "--seed", "1")
     assert code == 0, err
     ds = datasets.Dataset.from_parquet(str(tmp_path / "p" / "train_pairs.parquet"))
@@ -616,3 +626,64 @@ def test_pair_text_leaves_a_tokenizers_own_bos_to_trl(transformers):
     prompt, rest, exact = split_text(tr, SimpleNamespace(tokenizer=tok))
     assert prompt == parts[0] and rest == parts[1] + parts[2]  # no "<|endoftext|>" in front
     assert exact and tok(prompt + rest)["input_ids"] == ids  # one BOS, as sampled
+
+
+def test_export_hf_takes_the_environment_the_checkpoint_records(tmp_path, cli, transformers):
+    """No --env: the checkpoint's recorded env (or the one environment its vocabulary's digest
+    names); neither: exit 2, one line naming --env. A recorded vocabulary other than the
+    environment's is refused though the sizes agree (check_vocab compares the words)."""
+    from arl.rollout import vocab_of, vocab_record
+
+    codefix = _random_agent(vocab_of("codefix"))
+    save_checkpoint(codefix, tmp_path / "named", extra=vocab_record("codefix"))
+    code, _, err = cli("export", "hf", str(tmp_path / "named"), str(tmp_path / "hf1"))
+    assert code == 0, err
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf1")
+    assert tok.get_vocab() == vocab_of("codefix").index
+    # the name unknown here, the digest names one environment: that one
+    digest_only = {"env": "gone", "vocab": vocab_of("codefix").digest()}
+    save_checkpoint(codefix, tmp_path / "digest", extra=digest_only)
+    assert cli("export", "hf", str(tmp_path / "digest"), str(tmp_path / "hf2"))[0] == 0
+    # nothing recorded (an older checkpoint): ask for --env, in one line
+    save_checkpoint(codefix, tmp_path / "bare")
+    code, _, err = cli("export", "hf", str(tmp_path / "bare"), str(tmp_path / "hf3"))
+    assert code == 2 and "--env" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "hf3").exists()
+    code, _, err = cli(
+        "export", "hf", str(tmp_path / "bare"), str(tmp_path / "hf3"), "--env", "codefix"
+    )
+    assert code == 0, err
+    # bugfix and bugfix-judged speak one vocabulary: its digest alone names no one environment
+    bugfix = _random_agent(vocab_of("bugfix"))
+    save_checkpoint(bugfix, tmp_path / "shared", extra={"vocab": vocab_of("bugfix").digest()})
+    code, _, err = cli("export", "hf", str(tmp_path / "shared"), str(tmp_path / "hf4"))
+    assert code == 2 and "--env" in err and len(err.splitlines()) == 1
+    # the same size, other words: refused, though the sizes agree
+    other = {"env": "bugfix", "vocab": "0" * 16}
+    save_checkpoint(bugfix, tmp_path / "other", extra=other)
+    argv = ["export", "hf", str(tmp_path / "other"), str(tmp_path / "hf5"), "--env", "bugfix"]
+    code, _, err = cli(*argv)
+    assert code == 2 and "not the bugfix environment's" in err and len(err.splitlines()) == 1
+
+
+def test_trained_checkpoints_record_their_environment(tmp_path, cli):
+    """`arl train sft`'s final checkpoint and PG's ckpt-* record the environment they speak."""
+    from arl.rollout import vocab_of, vocab_record
+    from arl.train.checkpoint import read_meta
+
+    torch.manual_seed(0)
+    shape = dict(n_layer=1, n_embd=32, n_head=2, block_size=256)
+    agent = TinyAgent(TinyAgentConfig(vocab_size=len(vocab_of("bugfix")), **shape))
+    init = save_checkpoint(agent, tmp_path / "init")
+    small = ["--init", str(init), "--quiet", "--eval-samples", "1"]
+    code, _, err = cli("train", "sft", *small, "--steps", "1", "--out", str(tmp_path / "sft"))
+    assert code == 0, err
+    assert vocab_record("bugfix").items() <= read_meta(tmp_path / "sft" / "final").items()
+    sets = ["tasks_per_step=2", "group_size=2", "minibatches=1", "steps=1", "eval_every=0"]
+    sets += [f"out={tmp_path / 'pg'}"]
+    code, _, err = cli(
+        "train", "pg", "--init", str(init), "--quiet", *[a for s in sets for a in ("--set", s)]
+    )
+    assert code == 0, err
+    ckpt = sorted((tmp_path / "pg").glob("ckpt-*"))[-1]
+    assert read_meta(ckpt)["vocab"] == vocab_of("bugfix").digest()

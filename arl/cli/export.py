@@ -184,8 +184,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     h.add_argument(
         "--env",
         choices=NAMES,
-        default="bugfix",
-        help="the environment whose vocabulary the checkpoint speaks",
+        default=None,
+        help="the environment whose vocabulary the checkpoint speaks (default: the one the "
+        "checkpoint records)",
     )
     h.set_defaults(func=cmd_hf)
     t = es.add_parser("trajectories", help="rollouts as a Parquet table (datasets, TRL, verl)")

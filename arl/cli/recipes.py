@@ -158,7 +158,9 @@ def _run(args: argparse.Namespace, recipe: str, seed: int, train, config) -> int
     `train(model, progress, sink)`, evaluate (from `seed`), save."""
     from arl.env import get_environment
     from arl.logging_bridge import make_sink
+    from arl.model import TinyAgent
     from arl.progress import Progress
+    from arl.rollout import vocab_record
     from arl.runio import atomic_write_json, atomic_write_text, claim_output_dir, dumps_finite
     from arl.train.checkpoint import save_policy
 
@@ -190,7 +192,10 @@ def _run(args: argparse.Namespace, recipe: str, seed: int, train, config) -> int
             if sink is not None:
                 sink.close()
         atomic_write_text(out / "metrics.jsonl", "".join(dumps_finite(r) + "\n" for r in history))
-        save_policy(model, out / "final", extra={"kind": recipe, "source": source})
+        extra = {"kind": recipe, "source": source}
+        if isinstance(model, TinyAgent):  # the environment it speaks (arl export hf's default)
+            extra |= vocab_record(args.env)
+        save_policy(model, out / "final", extra=extra)
         from arl.env import run_record as record
 
         results = {"recipe": recipe, "env": args.env, "source": source, "settings": settings}

@@ -33,6 +33,7 @@ from arl.gym.tasks import all_tasks, tasks_for
 from arl.losses import masked_mean, sft_loss, token_logprobs
 from arl.model import TinyAgent
 from arl.progress import Progress, report, reporting
+from arl.rollout import vocab_record
 from arl.train.bases import (
     new_model,
     oracle_demos,
@@ -386,9 +387,11 @@ def run(cfg: Ch15Config, progress: Callable[[str], None] = lambda name: None) ->
 
 
 def save_models(models: dict[str, TinyAgent], checkpoints: str, seed: int) -> None:
-    """The weak base and the two SFT models as checkpoints under `checkpoints`."""
+    """The weak base and the two SFT models as checkpoints under `checkpoints`, each recording
+    the environment it speaks (BugFix: `arl export hf`'s default)."""
     for name, model in models.items():
-        save_checkpoint(model, Path(checkpoints) / name, extra={"seed": seed})
+        extra = {"seed": seed, **vocab_record("bugfix")}
+        save_checkpoint(model, Path(checkpoints) / name, extra=extra)
 
 
 def run_seed(cfg: Ch15Config, seed: int, checkpoints: str = "") -> dict:

@@ -16,7 +16,7 @@ from arl.model import TinyAgent
 from arl.rollout import vocab_of
 from arl.train import bases
 from arl.train.bases import BaseConfig
-from arl.train.checkpoint import load_checkpoint_dir
+from arl.train.checkpoint import load_checkpoint_dir, read_meta
 
 INITS = ("cold", "weak", "untrained")
 
@@ -40,23 +40,73 @@ def check_policy_spec(spec: str) -> None:
     raise ArlError(f"{what} {spec!r} (choose from {', '.join(INITS)}, or a checkpoint)")
 
 
-def check_vocab(model: TinyAgent, spec: str, env: str = "bugfix") -> TinyAgent:
+def _digest(name: str) -> str | None:
+    """The vocabulary digest of a registered environment, or None where it does not load."""
+    try:
+        return vocab_of(name).digest()
+    except ArlError:
+        return None
+
+
+def speakers(digest: str) -> list[str]:
+    """The registered environments whose vocabulary has this digest."""
+    return [n for n in NAMES if _digest(n) == digest]
+
+
+def recorded_env(meta: dict) -> str | None:
+    """The environment a checkpoint's config.json records: its `env` where registered (and its
+    vocabulary the one recorded beside it), else the one registered environment whose
+    vocabulary's digest is the recorded `vocab`; None when neither names exactly one."""
+    name, digest = meta.get("env"), meta.get("vocab")
+    digest = digest if isinstance(digest, str) else None
+    if isinstance(name, str) and name in NAMES and digest in (None, _digest(name)):
+        return name
+    matching = speakers(digest) if digest is not None else []
+    return matching[0] if len(matching) == 1 else None
+
+
+def check_vocab(
+    model: TinyAgent, spec: str, env: str = "bugfix", digest: str | None = None
+) -> TinyAgent:
     """A loaded policy must speak the environment's vocabulary, or every token id means
-    something else."""
+    something else: its size, and the words themselves where the checkpoint recorded their
+    digest (`vocab`, arl.rollout.vocab_record; older checkpoints hold the size alone)."""
     size = len(vocab_of(env))
     if model.config.vocab_size != size:
-        other = [n for n in NAMES if n != env and len(vocab_of(n)) == model.config.vocab_size]
+        other = speakers(digest) if digest is not None else []
+        other = other or [
+            n for n in NAMES if n != env and len(vocab_of(n)) == model.config.vocab_size
+        ]
         hint = f" (it speaks {other[0]}'s: --env {other[0]})" if other else ""
         raise ArlError(
             f"checkpoint {spec}: vocabulary size {model.config.vocab_size} "
             f"does not match the {env} environment's {size}{hint}"
         )
+    if digest is not None and digest != vocab_of(env).digest():
+        other = speakers(digest)
+        hint = f" (it speaks {other[0]}'s: --env {other[0]})" if other else ""
+        raise ArlError(
+            f"checkpoint {spec}: its vocabulary is not the {env} environment's (the same size, "
+            f"{size}, other words){hint}"
+        )
     return model
 
 
-def load_policy_dir(spec: str, env: str = "bugfix") -> TinyAgent:
-    """A checkpoint directory (or a one-line reason why not) in the environment's vocabulary."""
-    return check_vocab(load_checkpoint_dir(spec), spec, env)
+def load_policy_dir(spec: str, env: str | None = "bugfix") -> TinyAgent:
+    """A checkpoint directory (or a one-line reason why not) in the environment's vocabulary;
+    env None: the environment the checkpoint records (recorded_env), else a one-line error
+    asking for --env."""
+    model = load_checkpoint_dir(spec)
+    meta = read_meta(Path(os.path.expanduser(spec)))
+    if env is None:
+        env = recorded_env(meta)
+        if env is None:
+            raise ArlError(
+                f"checkpoint {spec} records no environment arl knows: name it with --env "
+                f"({', '.join(NAMES)})"
+            )
+    digest = meta.get("vocab")
+    return check_vocab(model, spec, env, digest if isinstance(digest, str) else None)
 
 
 def load_policy(spec: str, seed: int = 0, env: str = "bugfix") -> TinyAgent:

@@ -23,6 +23,7 @@ import torch
 
 from arl.errors import ArlError
 from arl.model import TinyAgent
+from arl.rollout import vocab_record
 from arl.runio import TMP_PREFIX, atomic_write_bytes, fsync_dir
 from arl.train.checkpoint.files import (
     checkpoint_extra,
@@ -106,14 +107,18 @@ def save(out: Path, model: TinyAgent, s: LoopState, config: PGConfig) -> Path:
         "config": json.dumps(asdict(config)),
         "teacher_sha256": s.teacher_sha256,
     }
-    return save_trainer_checkpoint(out, s.step, model, state, config.keep_checkpoints)
+    keep = config.keep_checkpoints
+    return save_trainer_checkpoint(out, s.step, model, state, keep, env=config.env.name)
 
 
-def save_trainer_checkpoint(out: Path, step: int, model: TinyAgent, state: dict, keep: int) -> Path:
+def save_trainer_checkpoint(
+    out: Path, step: int, model: TinyAgent, state: dict, keep: int, env: str | None = None
+) -> Path:
     """Write out/ckpt-STEP via a temp directory and one rename; keep the newest `keep`.
 
     The trainer state's sha256 goes into the checkpoint's config.json beside the tensors'
-    checksums; a failed write removes its temp directory and leaves the older checkpoints.
+    checksums, and a TinyAgent's environment (`env`: its name and vocabulary's digest); a
+    failed write removes its temp directory and leaves the older checkpoints.
     """
     final = out / f"ckpt-{step:06d}"
     tmp = out / f"{TMP_PREFIX}ckpt-{step:06d}"
@@ -127,6 +132,8 @@ def save_trainer_checkpoint(out: Path, step: int, model: TinyAgent, state: dict,
         extra = {"kind": "pg", "step": step, "files": files}
         if not isinstance(model, TinyAgent):  # a real model's weights: checked on resume
             extra[WEIGHTS_KEY] = trainable_sha256(model)
+        elif env is not None:
+            extra |= vocab_record(env)
         save_policy(model, tmp, extra=extra)
         if final.exists():
             shutil.rmtree(final)
