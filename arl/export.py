@@ -18,7 +18,9 @@ the task's index, `sample` the episode's index within the group):
     owners         list[int]    0 prompt, 1 policy, 2 environment, 3 template (arl.types)
     sampler_logprobs list[float] the sampler's log-prob of each policy token, 0 elsewhere
                                 (scripted policies: 0 everywhere)
-    reward, passed, public_pass, turns, accumulator
+    reward, passed, public_pass, turns
+    accumulator    str          the accumulator's name ("" when none), only where the
+                                environment's outcome has that field (BugFix, CodeFix)
     data_source, prompt, ability, reward_model, extra_info   verl's RL prompt fields
     tools          str or null  the tools as apply_chat_template's `tools=` JSON schemas, as a
                                 JSON string (TRL reads it so); null for arl's words, whose
@@ -43,6 +45,7 @@ pair carries `tools` as the trajectories do (a JSON string, null for arl's words
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
@@ -248,6 +251,12 @@ def tools_column(renderer: Any) -> str | None:
     return json.dumps(specs) if specs else None
 
 
+def has_accumulator(outcome: Any) -> bool:
+    """Whether an environment's outcome names its episode's accumulator (BugFix's, CodeFix's
+    field): its rows, and only its, have that column."""
+    return "accumulator" in {f.name for f in dataclasses.fields(outcome)}
+
+
 def trajectory_row(tr: Trajectory, group: int, sample: int, renderer: Any = None) -> dict[str, Any]:
     """One episode as a table row (see the module docstring for every column); `renderer`:
     the policy's, a real model's chat for its rollouts (None: TinyAgent's words)."""
@@ -274,7 +283,7 @@ def trajectory_row(tr: Trajectory, group: int, sample: int, renderer: Any = None
         "passed": tr.passed,
         "public_pass": out.public_pass,
         "turns": out.turns,
-        "accumulator": getattr(out, "accumulator", None) or "",
+        **({"accumulator": out.accumulator or ""} if has_accumulator(out) else {}),
         "data_source": f"arl/{environment.name}",
         "prompt": prompt,
         "ability": environment.name,
@@ -301,8 +310,9 @@ def scripted_episodes(
     return [play(t, seed=episode_seed(seed, k)) for k, t in enumerate(jobs)]
 
 
-def trajectory_features():
-    """The table's datasets.Features: int32 ids, int8 masks and owners, float32 log-probs."""
+def trajectory_features(accumulator: bool = True):
+    """The table's datasets.Features: int32 ids, int8 masks and owners, float32 log-probs;
+    `accumulator`: with that column (an environment whose outcome has the field)."""
     datasets = require("datasets", "arl export trajectories")
     V = datasets.Value
     return datasets.Features(
@@ -320,7 +330,7 @@ def trajectory_features():
             "passed": V("bool"),
             "public_pass": V("bool"),
             "turns": V("int32"),
-            "accumulator": V("string"),
+            **({"accumulator": V("string")} if accumulator else {}),
             "data_source": V("string"),
             "prompt": [{"role": V("string"), "content": V("string")}],
             "ability": V("string"),
@@ -333,7 +343,7 @@ def trajectory_features():
 
 def write_trajectories(rows: list[dict[str, Any]], out: str | Path) -> Path:
     """Write rows as one Parquet file (atomically), readable by datasets, pandas and pyarrow."""
-    return write_table(rows, trajectory_features(), out)
+    return write_table(rows, trajectory_features(all("accumulator" in r for r in rows)), out)
 
 
 def write_table(rows: list[dict[str, Any]], features: Any, out: str | Path) -> Path:

@@ -264,6 +264,26 @@ def test_the_audit_reads_the_whole_repository_from_the_declaration():
     assert episode_secrets(arith, REPOFIX).fix == ("total+=item['price']*item['qty']",)
 
 
+def test_its_trajectory_table_has_no_accumulator_column(monkeypatch, tmp_path):
+    """RepoFix's outcome names no accumulator (BugFix's and CodeFix's field): its exported
+    rows and table have no such column; BugFix's keep theirs."""
+    datasets = pytest.importorskip("datasets")
+    from arl.export import trajectory_rows, write_trajectories
+    from arl.rollout import scripted_rollout, vocab_of
+
+    registry = {**arl.env.REGISTRY, "repofix": "repofix.environment:REPOFIX"}
+    monkeypatch.setattr(arl.env, "REGISTRY", registry)
+    tr = scripted_rollout(REPOFIX.scripted("oracle"), TASK, vocab=vocab_of(REPOFIX))
+    rows = trajectory_rows([tr], 1)
+    assert "accumulator" not in rows[0] and rows[0]["passed"]
+    table = datasets.Dataset.from_parquet(str(write_trajectories(rows, tmp_path / "r.parquet")))
+    assert "accumulator" not in table.column_names and "turns" in table.column_names
+    bugfix = arl.env.get_environment("bugfix")
+    task = bugfix.tasks("train")[0]
+    row = trajectory_rows([scripted_rollout("oracle", task)], 1)[0]
+    assert row["accumulator"] == scripted_rollout("oracle", task).outcome.accumulator != ""
+
+
 def test_the_leak_audit_reads_repofix_and_finds_a_leak_put_in(monkeypatch):
     """`arl audit env` on RepoFix (the files its declaration gives, the whole repository, and
     task.public and task.hidden): clean; with `test` printing the hidden tests' calls, it
