@@ -114,6 +114,30 @@ def test_the_cli_offers_every_registered_environment():
     assert e.value.code == 2
 
 
+def test_help_texts_name_the_registered_environments_and_their_own_policies(cli):
+    """--env's help lists the registry's names (no pair written by hand); an unknown policy
+    names the scripted policies of the environment asked for, not another's."""
+    from arl.cli.main import build_parser
+
+    def sub(parser, *names):
+        for name in names:
+            subparsers = next(a for a in parser._actions if isinstance(a.choices, dict))
+            parser = subparsers.choices[name]
+        return parser
+
+    parser = build_parser()
+    for path, dest in (
+        (("eval",), "env"), (("train", "sft"), "env"), (("train", "pg"), "env"),
+        (("train", "distill"), "env"), (("audit", "env"), "name"), (("check", "env"), "name"),
+    ):  # fmt: skip
+        helps = [a.help for a in sub(parser, *path)._actions if a.dest == dest]
+        assert helps and all(name in helps[0] for name in NAMES), (path, helps)
+    code, _, err = cli("eval", "nobody", "--env", "bugfix")
+    assert code == 2 and "hardcode" in err and "near_miss" not in err  # near_miss: CodeFix's
+    code, _, err = cli("eval", "nobody", "--env", "codefix")
+    assert code == 2 and "near_miss" in err and "hardcode" not in err
+
+
 def test_every_role_names_a_scripted_policy():
     bugfix = get_environment("bugfix")
     for name in NAMES:

@@ -103,15 +103,22 @@ def add_env_flags(p: argparse.ArgumentParser) -> None:
         "--env",
         choices=NAMES,
         default="bugfix",
-        help="the environment: bugfix (the menu of edit ops) or codefix (free-form "
-        "replace edits on real modules, graded in a sandbox)",
+        help=env_help(),
     )
     p.add_argument(
         "--allow-unsandboxed",
         action="store_true",
-        help="codefix where bubblewrap is missing: run policy code WITHOUT a "
-        "sandbox (unsafe; refused otherwise)",
+        help="an environment that runs policy code (codefix, ...) where bubblewrap is missing: "
+        "run it WITHOUT a sandbox (unsafe; refused otherwise)",
     )
+
+
+def env_help(default: str = "bugfix") -> str:
+    """--env's help: the registered environments by name (arl.env.NAMES: the built-ins and
+    every installed package's), never a list written here."""
+    from arl.env import NAMES
+
+    return f"the environment, one of those registered: {', '.join(NAMES)} (default {default})"
 
 
 def add_report_flags(p: argparse.ArgumentParser, scalars: str, progress: str) -> None:

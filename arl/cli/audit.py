@@ -67,6 +67,8 @@ def print_report(report: dict) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `audit env` to the `arl` parser."""
+    from arl.env import NAMES
+
     p = sub.add_parser("audit", help="audits of an environment (leaks of hidden information)")
     ss = p.add_subparsers(dest="audit_command", required=True)
     e = ss.add_parser(
@@ -74,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="try every tool answer for what a policy should not know (the fix, hidden tests) "
         "and play the canary; exit 0 clean, 1 leak found",
     )
-    e.add_argument("name", help="the environment (bugfix, codefix, bugfix-leaky, ...)")
+    e.add_argument("name", help=f"a registered environment ({', '.join(NAMES)})")
     e.add_argument(
         "--seeds",
         type=positive_int_max(100),

@@ -103,7 +103,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="put an environment through the protocol (types, Outcome, oracle and blind play, "
         "determinism, tokens in and out, tools); exit 0 all hold, 1 a check failed",
     )
-    e.add_argument("name", help="a registered environment (bugfix, codefix, an installed one)")
+    from arl.env import NAMES
+
+    e.add_argument("name", help=f"a registered environment ({', '.join(NAMES)})")
     e.add_argument(
         "--seeds", type=positive_int_max(20), default=2, help="episode seeds 0..N-1 (default 2)"
     )

@@ -28,9 +28,8 @@ from arl.train.policy import INITS, load_policy, looks_like_path
 from arl.types import ENV, OWNER_NAMES, POLICY, PROMPT, TEMPLATE
 
 POLICY_HELP = (
-    "a scripted policy (bugfix: oracle, blind, search, unskilled, random, hardcode; codefix: "
-    "oracle, blind, near_miss, unskilled, retry, search, random), untrained, weak (the weak base), "
-    "cold (the RL cold start), or a checkpoint directory"
+    "a scripted policy of --env's (oracle, blind, ...: an unknown name lists them all), "
+    "untrained, weak (the weak base), cold (the RL cold start), or a checkpoint directory"
 )
 OWNER_STYLE = {PROMPT: "bold magenta", POLICY: "bold green", ENV: "cyan", TEMPLATE: "dim"}
 MAX_SAMPLES = 1000  # episodes per task: 42,000 in all, about an hour for a checkpoint
@@ -43,7 +42,11 @@ def resolve_policy(spec: str, seed: int = 0, env: str = "bugfix") -> TinyAgent |
         return spec
     if spec in INITS or looks_like_path(spec):
         return load_policy(os.path.expanduser(spec), seed, env)
-    raise ArlError(f"unknown policy {spec!r} for --env {env} (choose from {POLICY_HELP})")
+    scripted = ", ".join(get_environment(env).scripted_names())
+    raise ArlError(
+        f"unknown policy {spec!r} for --env {env} (choose from its scripted policies: "
+        f"{scripted}; or {', '.join(INITS)}, or a checkpoint directory)"
+    )
 
 
 SPLIT_NOTE = " (the tasks training sees; --split heldout for those it never sees)"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from arl.cli import recipes
-from arl.cli.args import add_report_flags, int_in
+from arl.cli.args import add_report_flags, env_help, int_in
 from arl.cli.config_flags import (
     Key,
     add_keys_flag,
@@ -376,12 +376,13 @@ def add_pg_flags(g: argparse.ArgumentParser, keys_help: str) -> None:
         "--env",
         choices=NAMES,
         default=None,
-        help="the environment, as --set env.name=NAME (bugfix or codefix)",
+        help=f"as --set env.name=NAME: {env_help()}",
     )
     g.add_argument(
         "--allow-unsandboxed",
         action="store_true",
-        help="codefix without bubblewrap: run policy code unsandboxed (unsafe)",
+        help="an environment that runs policy code (codefix, ...) without bubblewrap: run it "
+        "unsandboxed (unsafe)",
     )
     g.add_argument(
         "--model", help="a transformers causal LM (directory or hub id; replaces --init)"

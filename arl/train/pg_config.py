@@ -157,7 +157,8 @@ class PGConfig:
             if getattr(self, name) not in allowed:
                 self._refuse(name, f"must be one of {', '.join(allowed)}")
         if not isinstance(self.env, env_types()):
-            self._refuse("env", "must be an environment's config (env.name: bugfix or codefix)")
+            names = ", ".join(NAMES)
+            self._refuse("env", f"must be an environment's config (env.name: {names})")
         check("env.max_turns", self.env.max_turns, 1, MAX_TURNS, integer=True)
         if self.minibatches > self.episodes_per_step:
             self._refuse("minibatches", "must be <= episodes")
