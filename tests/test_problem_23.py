@@ -361,7 +361,17 @@ def test_reproduce_problem_23_quick(tmp_path, monkeypatch):
     """`arl reproduce problem 23 --quick` on seed 0 (never a judged seed: 10-25): both arms keep
     the panel at every evaluation (step 0 is the start's, shared), results.json and the figure
     are written."""
+    import shutil
+
+    from arl.experiments import locks, rulebook
+
     monkeypatch.setenv("ARL_THREADS", "1")
+    # a private copy of the lock file with today's rule locked: the run checks the measure end
+    # to end whatever the repository's lock says (a changed rule is refused, test_locks.py)
+    private = tmp_path / "locks.json"
+    shutil.copy(locks.lock_path(), private)
+    monkeypatch.setenv("ARL_LOCKS", str(private))
+    rulebook.relock(["problem 23"], reason="test: the quick run on seed 0")
     out = tmp_path / "p23"
     argv = ["reproduce", "problem", "23", "--quick", "--seed", "0", "--seeds", "1"]
     assert main([*argv, "--out", str(out)]) == 0
