@@ -522,7 +522,8 @@ PROBLEM_23 = Problem(
             "run on seeds 100-103 whose machine and records were lost (no judged seed was run), "
             "and remeasured before the lock on the same seeds (two-core machine): step 10 0.14, "
             "0.18, 0.18, 0.28 (mean 0.19), step 20 0.53, 0.40, 0.52, 0.59 (mean 0.51); neither "
-            "step's mean lies in 0.3-0.5, so the rule's fallback, step 20, holds",
+            "step's mean lies in 0.3-0.5, so the rule's fallback, step 20, holds; the whole design "
+            "then ran once on seeds 100-103 (docs) and nothing was changed after it",
         ),
     ),
     seeds=JUDGED_23,
