@@ -53,7 +53,8 @@ def test_every_claim_names_its_source_and_no_judged_seed_tuned_a_setting():
             assert c["source"] in ("book", "lab") and c["passage"], (name, c["key"])
         tuning = {s for t in rec["tuned"] for s in t["seeds"]}
         assert not tuning & set(rec["seeds"]), name
-        assert len(rec["seeds"]) == 8, name
+        # 8 judged seeds; Problem 23 judges 16 (issue 43: its effects are small beside its spread)
+        assert len(rec["seeds"]) == (16 if name == "problem 23" else 8), name
 
 
 def test_a_changed_threshold_is_refused_until_relocked_and_the_relock_is_recorded(
