@@ -749,6 +749,34 @@ PROBLEM_29 = Problem(
         "rl_lr": RL_LR,
         "distill_lr": DISTILL_LR,
     },
-    tuned=(),  # filled in below, once the tuning seeds have run
+    tuned=(
+        Tuning(
+            "design: student, teacher, steps, recovery read",
+            {
+                "student": STUDENT,
+                "teacher": "4 x 128, oracle SFT with recovery demonstrations",
+                "steps": STEPS,
+                "recovery": f"{RECOVERY_SAMPLES} episodes x 28 training tasks, own play",
+            },
+            (100, 101),
+            "chosen in an earlier run of this redesign on tuning seeds 100-101 only, whose "
+            "machine and files were lost (its choices survive, not its records); on those seeds "
+            "the teacher's recovery was weak (0.08-0.19), so the premise may fail",
+        ),
+        Tuning(
+            "level (distill_vs_rl): the cold start's pass + LEVEL_ABOVE",
+            LEVEL_ABOVE,
+            (100, 101),
+            "in the same lost run, a fixed level of 0.5 (42 tasks) was out of the post-SFT arms' "
+            "reach on seeds 100-101; the level became the cold start's + 0.02",
+        ),
+        Tuning(
+            "rl_lr, distill_lr",
+            [RL_LR, DISTILL_LR],
+            (0,),
+            "the earlier design's sweep on seed 0 (BugFix, a student of the teacher's size), "
+            "carried over and not re-tuned for the 2 x 64 student",
+        ),
+    ),
     modules=("arl.codefix.policies", "arl.codefix.probe", "arl.train.bases"),
 )
