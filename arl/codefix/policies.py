@@ -17,7 +17,10 @@ BugFix gym's do (arl.bugfix.policies), acting on what it read, never on the task
 - search: the shortcut probe: never reads; each family's blind fix in turn, testing after each
   one that applies, submitting once the public tests pass (what `not_found` and `matched` could
   teach a policy without reading);
-- random: random calls of the right shape, or garbage.
+- random: random calls of the right shape, or garbage;
+- recover: the oracle's recovery demonstration (Problem 29's teacher): read; a misquoted replace
+  (the oracle's OLD with one word changed, so that it occurs nowhere and fails); after its
+  error, the oracle's replace; test, submit.
 """
 
 from __future__ import annotations
@@ -220,6 +223,40 @@ def search(history: History, rng: random.Random) -> list[str]:
     return ["submit", END]
 
 
+MISQUOTES = ("total", "count", "x", "xs")  # the words a misquoted OLD puts in place of one word
+
+
+def misquote(listing: Sequence[str], old: Sequence[str], rng: random.Random) -> list[str] | None:
+    """OLD with one word changed so that it occurs nowhere in the listing (a replace that fails
+    with `not_found`): a word of OLD and a misquote drawn at random, the first that does."""
+    slots = [(k, sub) for k in range(len(old)) for sub in MISQUOTES if sub != old[k]]
+    rng.shuffle(slots)
+    for k, sub in slots:
+        wrong = [*old[:k], sub, *old[k + 1 :]]
+        if _count(listing, wrong) == 0:
+            return wrong
+    return None
+
+
+def recovering(history: History, rng: random.Random) -> list[str]:
+    """The oracle, recovering from a mistake of its own: read; a misquoted replace (it fails);
+    after the error, the oracle's replace; test, submit. Where no misquote fails (never on
+    CodeFix's tasks), the oracle's play."""
+    turn = len(history) - 1
+    if turn == 1:
+        fix = oracle_fix(history[1], _pieces(history))
+        wrong = misquote(history[1], fix[0], rng) if fix is not None else None
+        return _replace((wrong, fix[1])) if wrong is not None else oracle(history, rng)
+    if turn == 2 and list(history[2][:1]) == ["error"]:
+        fix = oracle_fix(history[1], _pieces(history))
+        if fix is not None:
+            return _replace(fix)
+    if turn == 0:
+        return ["read", END]
+    tested = list(history[-1][:1]) == ["passed"]
+    return (["submit"] if tested else ["test"]) + [END]
+
+
 def make_random_policy(malformed: float, words: Sequence[str]) -> ScriptedPolicy:
     """Random calls: any tool, replaces of 1-3 random words; a share `malformed` are garbage."""
 
@@ -248,4 +285,5 @@ SCRIPTED: dict[str, ScriptedPolicy] = {
     "search": search,
     "random": make_random_policy(0.25, _RANDOM_WORDS),
     "random_wellformed": make_random_policy(0.0, _RANDOM_WORDS),
+    "recover": recovering,
 }

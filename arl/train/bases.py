@@ -70,6 +70,10 @@ class BaseConfig:
     cold_eval_every: int = 10  # oracle-SFT steps between checks of the train pass rate
     cold_eval_samples: int = 8  # episodes per training task in each check (160)
     cold_start_step: int = 0  # > 0: take the checkpoint at this step instead (tiny models)
+    # recovery demonstrations per training task in the oracle SFT's data (the environment's
+    # `recover` play: a replace that fails, its error read, then the oracle's; Problem 29's
+    # teacher). 0 is the recipe before it existed, and leaves the cache key as it was
+    oracle_recover_per_task: int = 0
     n_layer: int = 4
     n_embd: int = 128
     n_head: int = 4
@@ -165,19 +169,37 @@ def oracle_demos(environment: Environment | str = "bugfix") -> list[Trajectory]:
 
 
 def oracle_sft_data(
-    wrap_obs: bool = True, renderer=None, environment: Environment | str = "bugfix"
+    wrap_obs: bool = True,
+    renderer=None,
+    environment: Environment | str = "bugfix",
+    recover: int = 0,
 ) -> list[Trajectory]:
     """The demonstrations under every accumulator name (BugFix: 20 x 6 renderings): sampling
     one uniformly samples a task uniformly and draws its accumulator afresh, as the gym does.
 
     With one fixed name per task, 4 init demonstrations teach 4 memorized names.
-    `renderer`: a real model's, for demonstrations in its tokens.
+    `renderer`: a real model's, for demonstrations in its tokens. `recover` above 0: that many
+    recovery demonstrations per task besides (the environment's `recover` play, on episode
+    seeds after the renderings', so their names vary too).
     """
     env = _env(environment)
-    return [
+    demos = [
         scripted_rollout(env.role("oracle"), t, seed=k, wrap_obs=wrap_obs, renderer=renderer)
         for t in env.tasks("train")
         for k in range(env.renderings)
+    ]
+    if recover and "recover" not in env.policies:
+        raise ArlError(f"oracle_recover_per_task: the {env.name} environment has no recover play")
+    return demos + [
+        scripted_rollout(
+            env.policies["recover"],
+            t,
+            seed=env.renderings + k,
+            wrap_obs=wrap_obs,
+            renderer=renderer,
+        )
+        for t in env.tasks("train")
+        for k in range(recover)
     ]
 
 
@@ -200,11 +222,12 @@ ORACLE_FIELDS = (
     "cold_eval_every",
     "cold_eval_samples",
     "cold_start_step",
+    "oracle_recover_per_task",
 )
 
 
 # fields added after bases were cached, with the default that is the recipe before them
-LATER_FIELDS = {"weak_retry_per_task": 0}
+LATER_FIELDS = {"weak_retry_per_task": 0, "oracle_recover_per_task": 0}
 
 
 def base_settings(config: BaseConfig) -> dict:
@@ -356,7 +379,7 @@ def train_oracle_sft(
         return out or None
 
     every = _gcd(hook_every, config.cold_eval_every) if hook else config.cold_eval_every
-    data = oracle_sft_data(environment=environment)
+    data = oracle_sft_data(environment=environment, recover=config.oracle_recover_per_task)
     history = sft_train(model, data, config.oracle_sft, keep, every)
     if "cold" not in kept:  # never reached: RL starts from the final model
         seed = config.seed * 13 + config.sft_steps
