@@ -175,3 +175,22 @@ def test_codefix_retry_play_fails_a_replace_then_retries_under_both_kinds_of_err
         assert counts.failed > 0.7 * len(kind) and counts.retried == counts.failed
     plain = weak_base_data(BaseConfig(), "codefix")  # without retry play: helpful errors only
     assert len(plain) == 8 * n and not any(first_answer(t) == ["error"] for t in plain)
+
+
+@pytest.mark.skipif(sandbox_available() is not None, reason="no sandbox here")
+def test_a_cached_base_records_the_environment_it_speaks(tmp_path, monkeypatch):
+    """A cached base's checkpoint names its environment and vocabulary, as a trained run's
+    does, so a command given its folder needs no --env: a CodeFix base loads as CodeFix's."""
+    from arl.rollout import vocab_of
+    from arl.train.checkpoint import read_meta
+    from arl.train.policy import load_policy_dir
+
+    monkeypatch.setenv("ARL_CACHE", str(tmp_path))
+    bases.weak_base(BaseConfig().quick(), "codefix")
+    (path,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert path.name.startswith("codefix-weak_base-")
+    meta = read_meta(path)
+    assert meta["env"] == "codefix" and meta["vocab"] == vocab_of("codefix").digest()
+    assert meta["vocab"] != vocab_of("bugfix").digest()
+    model = load_policy_dir(str(path), env=None)  # refused when the checkpoint names none
+    assert model.config.vocab_size == len(vocab_of("codefix"))

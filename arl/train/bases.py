@@ -30,7 +30,7 @@ from arl.env import Environment, get_environment
 from arl.errors import ArlError
 from arl.model import TinyAgent, TinyAgentConfig
 from arl.progress import report
-from arl.rollout import episode_seed, scripted_rollout, vocab_of
+from arl.rollout import episode_seed, scripted_rollout, vocab_of, vocab_record
 from arl.text import OBS, OBS_END
 from arl.train.checkpoint import load_checkpoint, save_checkpoint
 from arl.train.common import Hook
@@ -266,7 +266,7 @@ def _cached(kind: str, config: BaseConfig, build, environment: Environment | str
     kind = kind if env.name == "bugfix" else f"{env.name}-{kind}"
     path = cache_dir() / f"{kind}-{_fingerprint(kind, config, env)}"
     with _building(path):  # two processes wanting one base: one trains it, the other loads it
-        return _load_or_build(kind, config, build, path)
+        return _load_or_build(kind, config, build, path, env)
 
 
 @contextmanager
@@ -291,7 +291,9 @@ def _building(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _load_or_build(kind: str, config: BaseConfig, build, path: Path) -> TinyAgent:
+def _load_or_build(
+    kind: str, config: BaseConfig, build, path: Path, env: Environment
+) -> TinyAgent:
     import sys
 
     if (path / "model.safetensors").is_file():
@@ -310,7 +312,9 @@ def _load_or_build(kind: str, config: BaseConfig, build, path: Path) -> TinyAgen
         model = build()
     finally:
         torch.set_num_threads(threads)
-    save_checkpoint(model, path, extra={"kind": kind, "base_config": asdict(config)})
+    # the environment it speaks, as every other checkpoint records it (`--env` defaults to it)
+    extra = {"kind": kind, "base_config": asdict(config), **vocab_record(env)}
+    save_checkpoint(model, path, extra=extra)
     return model
 
 
