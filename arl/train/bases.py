@@ -291,9 +291,7 @@ def _building(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _load_or_build(
-    kind: str, config: BaseConfig, build, path: Path, env: Environment
-) -> TinyAgent:
+def _load_or_build(kind: str, config: BaseConfig, build, path: Path, env: Environment) -> TinyAgent:
     import sys
 
     if (path / "model.safetensors").is_file():
