@@ -287,6 +287,24 @@ def test_malformed_calls_13(tmp_path):
     assert "malformed-calls" not in fired(tmp_path / "d", tool_failure_frac=(0.1, 0.29), **tools)
 
 
+def test_malformed_calls_that_rise_under_a_stale_sampler_name_the_lag_first(tmp_path):
+    rising = {"malformed_per_episode": (0.1, 0.6)}
+    f = fired(tmp_path / "a", kl__mu_absq99=lagged(0.05, 0.101), **rising)["malformed-calls"]
+    assert f.causes[0].startswith("stale rollouts") and "0.1 nats" in f.causes[0]
+    assert "staleness=1" in f.causes[0] and f.check.startswith("rerun from the same start at")
+    assert len(f.causes) == 4
+    short = fired(tmp_path / "b", kl__mu_absq99=lagged(0.05, 0.099), **rising)["malformed-calls"]
+    assert short.causes[0].startswith("updates too large") and len(short.causes) == 3
+    # on-policy, the same tail is numerics (the mismatch rule's), not a lag
+    on = dict(CONFIG, staleness=0)
+    f = fired(tmp_path / "c", config=on, kl__mu_absq99=lagged(0.05, 0.4), **rising)
+    assert not f["malformed-calls"].causes[0].startswith("stale")
+    # calls that were broken from the start and did not get worse are not the lag's
+    flat = {"malformed_per_episode": (0.6, 0.6)}
+    f = fired(tmp_path / "d", kl__mu_absq99=lagged(0.05, 0.4), **flat)["malformed-calls"]
+    assert not f.causes[0].startswith("stale")
+
+
 def test_family_speed_11(tmp_path):
     f = fired(tmp_path / "a", pass__compare=(0.20, 0.51))["family-speed"]  # +0.31, others +0.11
     assert f.problem == 11 and "pass/compare rose 0.20 -> 0.51" in f.symptom

@@ -8,6 +8,7 @@ import math
 
 from arl.doctor import rules_episodes as epi
 from arl.doctor.trend import (
+    KL_TAIL_FLOOR,
     MIN_POINTS,
     cfg,
     first_of,
@@ -42,9 +43,6 @@ KL_FLOOR, KL_FLAT, REWARD_STALL, REWARD_CEILING = 1e-3, 0.25, 0.02, 0.95
 # Problems 5, 16, 20: the "the tail tripled while the mean stayed flat": a tail 3x its
 # start next to a mean within 1.5x of its start
 TAIL_GROWTH, MEAN_FLAT = 3.0, 1.5
-# a 99th percentile of |log rho| under 0.1 nats (a ratio within 1.1 of 1) is harmless even if
-# it grows; the cap of the truncated weight (C = 2) only bites past log 2 = 0.69
-KL_TAIL_FLOOR = 0.1
 # Problem 20: an fp32 sampler's mismatch is ~1e-8 nats (summation order); a bf16 sampler's
 # starts near 0.003 mean (the book's step 0) and 0.03 at the 99.9th percentile, so growth
 # is read only where the tail passes 0.01 or the mean 0.003

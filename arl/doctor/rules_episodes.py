@@ -6,7 +6,18 @@ from __future__ import annotations
 
 import statistics
 
-from arl.doctor.trend import cfg, first_of, head_tail, knobs, pts, ratio, span
+from arl.doctor.trend import (
+    KL_TAIL_FLOOR,
+    MIN_POINTS,
+    cfg,
+    first_of,
+    head_tail,
+    knobs,
+    pts,
+    ratio,
+    span,
+    staleness,
+)
 from arl.doctor.types import Finding, Run
 
 # Problem 7: ten points more public than hidden passes in the last quarter (the book's run:
@@ -189,6 +200,16 @@ def truncation(run: Run) -> Finding | None:
     )
 
 
+def lag_level(run: Run) -> float | None:
+    """Stale rollouts (staleness > 0, or not said): the last-quarter mean of the 99th
+    percentile of |log mu - log pi_prox| over the steps with a lag; None on-policy or unlogged."""
+    k = staleness(run)
+    tail = pts(run, "kl/mu_absq99", k)  # steps <= k sample the current weights: no lag yet
+    if k == 0 or len(tail) < MIN_POINTS:
+        return None
+    return head_tail(tail)[1]
+
+
 def malformed_calls(run: Run) -> Finding | None:
     """Half a malformed call per episode, or a third of tool calls failing (13)."""
     name = first_of(run, ("malformed_per_episode", "tool_failure_frac"))
@@ -202,18 +223,37 @@ def malformed_calls(run: Run) -> Finding | None:
         if name == "malformed_per_episode"
         else f"{t:.0%} of tool calls failed in the last quarter ({h:.0%} in the first"
     )
+    causes = (
+        "updates too large for RL break the call grammar before anything else (Problem 26)",
+        "a template or tokenizer different from the one SFT taught (Problem 29)",
+        "the call-token budget cuts calls short" + knobs(run, "env.max_call_tokens"),
+    )
+    check = (
+        "read 20 malformed calls: cut at the budget means the budget; another template's "
+        "words, the template; garbage, the step size (rerun at half the learning rate)"
+    )
+    lag = lag_level(run)
+    # Problem 16 on the tool model (issue 45): calls that break as training goes, under a
+    # sampler one step behind, were the lag's (on-policy runs from the same start kept them)
+    if t > h and lag is not None and lag >= KL_TAIL_FLOOR:
+        causes = (
+            "stale rollouts: the sampler's weights lag the trainer's (the 99th percentile of "
+            f"|log mu - log pi_prox| {lag:.2g} nats in the last quarter), and a near-"
+            "deterministic call grammar is where the lag's rare tokens show first (Problem 16)"
+            + knobs(run, "staleness", "is_cap"),
+            *causes,
+        )
+        check = (
+            "rerun from the same start at staleness 0: calls that stay well-formed mean the "
+            "lag; else " + check
+        )
     return Finding(
         "malformed-calls",
         13,
         f"{what}, {span(p)})" + _tail_of(run, "truncated_frac", "truncated"),
-        (
-            "updates too large for RL break the call grammar before anything else (Problem 26)",
-            "a template or tokenizer different from the one SFT taught (Problem 29)",
-            "the call-token budget cuts calls short" + knobs(run, "env.max_call_tokens"),
-        ),
-        "read 20 malformed calls: cut at the budget means the budget; another template's "
-        "words, the template; garbage, the step size (rerun at half the learning rate)",
-        (name, "truncated_frac", "entropy"),
+        causes,
+        check,
+        (name, "truncated_frac", "entropy", "kl/mu_absq99"),
     )
 
 

@@ -12,6 +12,9 @@ MIN_POINTS = 4  # a trend needs a head and a tail window that do not overlap: 4 
 MIN_EVALS = 2  # an evaluation series (eval/...) is logged every N steps: first and last suffice
 WINDOW = 0.25  # the head and the tail: the first and the last quarter of the logged steps
 TINY = 1e-12  # the divisor's floor when a ratio's start is zero
+# a 99th percentile of |log rho| under 0.1 nats (a ratio within 1.1 of 1) is harmless even if
+# it grows; the cap of the truncated weight (C = 2) only bites past log 2 = 0.69
+KL_TAIL_FLOOR = 0.1
 
 Points = Sequence[tuple[int, float]]  # ((step, value), ...) sorted by step
 
