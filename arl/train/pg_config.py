@@ -118,7 +118,7 @@ class PGConfig:
     max_refills: int = 2  # refill rounds per step
     filter_cooldown: int = 5  # a task whose group was all-pass or all-fail sits out N steps
     # --- asynchronous sampling (Problem 16)
-    staleness: int = 1  # k: rollouts come from weights k optimizer steps old (0: on-policy)
+    staleness: int = 1  # k: rollouts come from the weights of k steps ago (0: on-policy)
     is_correction: bool = True  # multiply each token by min(pi_prox / mu, is_cap)
     is_cap: float = 2.0  # C, the importance-weight cap
     # --- the sampler's numerics (Problem 20): its copy of the same weights, refreshed every step

@@ -3,7 +3,7 @@
 `Rollouts.draw` is a step's whole draw: its tasks (`choose_tasks`: tasks whose last group was
 all-pass or all-fail sit out a cooldown), their groups sampled in this process or on Ray
 rollout workers (sync, or async within the staleness bound), all-equal groups refilled with
-other tasks under dynamic sampling, from the weights k optimizer steps old that simulated
+other tasks under dynamic sampling, from the weights of k steps ago that simulated
 async sampling uses (`sampler_of`). The loop that weights these episodes is arl.train.pg.
 """
 
@@ -89,7 +89,8 @@ def choose_tasks(pool: Sequence[Task], s: LoopState, n: int, step: int) -> list[
 
 
 def sampler_of(model: TinyAgent, behavior: TinyAgent | None, s: LoopState, k: int) -> TinyAgent:
-    """The weights of k optimizer steps ago (simulated async sampling, Problem 16)."""
+    """The weights of k steps ago, each step `minibatches` x `epochs` optimizer updates
+    (simulated async sampling, Problem 16)."""
     if not k:
         return model
     s.queue.append({n: v.detach().clone() for n, v in model.state_dict().items()})
